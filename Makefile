@@ -1,0 +1,43 @@
+# Entry points. README documents `make plan` (first look) and `make test` (everything CI runs).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+VENV ?= .venv
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+# Molecule scenarios, run in this order (a directory without molecule.yml is not a scenario).
+SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
+
+.PHONY: setup system-deps plan test lint unit integration molecule bench
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: requirements-dev.txt scripts/setup-venv.sh
+	VENV=$(VENV) scripts/setup-venv.sh
+
+system-deps:
+	scripts/install-system-deps.sh
+
+## First command of the quick start: the Kimi-K2.5-NVFP4 plan on the bundled 8x RTX PRO 6000 profile.
+plan: setup
+	ansible-playbook playbooks/plan.yml
+
+## Second command: every test CI runs.
+test: setup system-deps lint unit integration molecule
+
+lint: setup
+	ruff check .
+	ruff format --check .
+	yamllint --strict .
+	ansible-lint
+
+unit: setup
+	pytest -q tests/unit
+
+integration: setup
+	pytest -q tests/integration
+
+molecule: setup system-deps
+	@for s in $(SCENARIOS); do echo "=== molecule test -s $$s"; molecule test -s $$s; done
+
+bench: setup system-deps
+	@for b in $(sort $(wildcard tests/bench/*.sh)); do echo "=== $$b"; $$b; done
