@@ -1,0 +1,1 @@
+../../../filter_plugins/llm_capacity.py
