@@ -1,0 +1,1301 @@
+"""Capacity planner: will a model fit a GPU layout under vLLM, and with how much KV cache.
+
+Pure functions over a Hugging Face ``config.json`` dict. The memory accounting follows vLLM's own
+start-up algorithm (see docs/planner.md for the source paths):
+
+* ``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory``: the KV budget of a worker is
+  ``total * gpu_memory_utilization - (weights + peak activation + non-torch memory)``, minus the
+  profiled CUDA-graph memory where ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` is on (the default
+  since 0.21; 0.19 only logs it). ``--kv-cache-memory-bytes`` replaces the whole budget.
+* ``vllm/v1/kv_cache_interface.py``: page size of a layer = ``block_size * kv_heads * (k_dim + v_dim)
+  * dtype_bytes``; MLA stores one latent "head" of ``kv_lora_rank + qk_rope_head_dim`` elements
+  (``fp8_ds_mla``: 656 bytes per token); sliding-window / chunked layers only need their window.
+* ``vllm/v1/core/kv_cache_utils.py``: layers are grouped (hybrid models: groups of equal size, padded),
+  ``num_blocks = memory // page_size // group_size``, the minimum over all workers (PP stages) is
+  used, the logged token count is ``num_blocks // num_groups * block_size * dcp``, and the maximum
+  concurrency is ``num_blocks / blocks needed by one max_model_len request``.
+
+The activation, non-torch and CUDA-graph terms cannot be derived from a config alone; they are
+modelled from what the profile run does (a dummy forward of ``max_num_batched_tokens`` tokens and a
+dummy sampler run over ``max_num_seqs`` rows of vocabulary-wide logits) with coefficients measured on
+real vLLM start-up logs (``../shared/data/vllm_memory_calibration.jsonl``). Each coefficient is named
+below with what it stands for.
+
+The module imports only the standard library; Ansible is optional so ``bin/llm-plan`` runs with a
+bare ``python3``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+from typing import Any
+
+try:
+    from ansible.errors import AnsibleFilterError
+except ImportError:  # bin/llm-plan runs without Ansible installed
+
+    class AnsibleFilterError(Exception):  # type: ignore[no-redef]
+        """Stand-in when Ansible is not importable."""
+
+
+DOCUMENTATION = r"""
+name: llm_capacity
+short_description: Plan GPU memory, KV cache and parallel layout for serving a model with vLLM
+description:
+  - C(llm_plan) takes a Hugging Face config.json dict and keyword arguments matching vLLM's flags
+    (tensor_parallel_size, pipeline_parallel_size, data_parallel_size, enable_expert_parallel,
+    decode_context_parallel_size, gpu_memory_utilization, kv_cache_dtype, max_model_len, max_num_seqs,
+    max_num_batched_tokens, weights_gib_per_gpu or checkpoint_gib, kv_cache_memory_gib, vllm_version)
+    plus gpu_memory_gib, and returns weights per GPU, KV bytes per token, KV tokens, maximum
+    concurrency, a fit verdict and its reasons.
+  - C(llm_recommend) searches TP/PP/DCP and KV dtype for a GPU count and returns the best layout with
+    the reasons, including what the GPU architecture forces (for example TRITON_MLA on SM 12.x).
+"""
+
+EXAMPLES = r"""
+- name: Plan Kimi-K2.5-NVFP4 on 8x RTX PRO 6000
+  ansible.builtin.set_fact:
+    plan: >-
+      {{ llm_model.hf_config | llm_plan(gpu_memory_gib=95.59, tensor_parallel_size=8,
+         checkpoint_gib=550.4, kv_cache_dtype='fp8', max_model_len=131072) }}
+- name: Recommend a layout
+  ansible.builtin.set_fact:
+    layout: >-
+      {{ llm_model.hf_config | llm_recommend(gpu_memory_gib=95.59, gpu_count=8,
+         compute_capability='12.0') }}
+"""
+
+RETURN = r"""
+_value:
+  description: A dict; see plan_memory and recommend_layout in docs/planner.md for every key.
+  type: dict
+"""
+
+GIB = 1024**3
+# vLLM's default KV block size on CUDA (vllm/config/cache.py; platforms/cuda.py sets 16 when unset).
+DEFAULT_BLOCK_SIZE = 16
+# vllm/model_executor/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE.
+VOCAB_PADDING = 64
+# Newest vLLM whose behaviour this planner models by default (the version on the project's GPU hosts).
+DEFAULT_VLLM_VERSION = "0.22.0"
+# CUDA-graph memory is subtracted from the KV budget by default from this version on
+# (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; 0.19 logs "will be enabled by default", 0.22 applies it).
+CUDAGRAPH_SUBTRACTED_SINCE = (0, 21, 0)
+# First release assumed to carry vLLM PR #34597 (FP8 KV for TRITON_MLA). The PR merged after
+# 2026-02-28 (issue #35577 still quotes the NotImplementedError) and before 2026-05-24 (PR #35695
+# closed as implemented upstream); the release is not pinned from the sources, so this is the
+# conservative bound the catalog uses too.
+TRITON_MLA_FP8_SINCE = (0, 20, 0)
+# vllm/engine/arg_utils.py: API-server defaults on GPUs with >= 70 GiB (A100 excepted) vs smaller ones.
+LARGE_GPU_GIB = 70.0
+DEFAULTS_LARGE_GPU = {"max_num_seqs": 1024, "max_num_batched_tokens": 8192}
+DEFAULTS_SMALL_GPU = {"max_num_seqs": 256, "max_num_batched_tokens": 2048}
+# fused_moe processes at most this many tokens per chunk (vllm/envs.py VLLM_FUSED_MOE_CHUNK_SIZE).
+FUSED_MOE_CHUNK = 16 * 1024
+
+# --- Profile-run coefficients (measured on vLLM 0.19 H100 logs; see docs/planner.md) -------------
+# The dummy sampler run holds about this many float32 copies of the [max_num_seqs, vocab] logits at
+# its peak (logits, float32 copy, probabilities / top-k-top-p scratch).
+SAMPLER_FP32_COPIES = 3.71
+# Hidden-state buffers of the dummy forward still alive while the sampler runs, in units of
+# max_num_batched_tokens x hidden x 2 bytes.
+HIDDEN_COPIES = 1.2
+# Transient peak of one dense decoder layer in the forward pass, in [tokens x width x 2 bytes] units:
+# about 3 intermediate-wide (gate_up output and its activation) and 7 hidden-wide tensors.
+FORWARD_INTERMEDIATE_COPIES = 3.0
+FORWARD_HIDDEN_COPIES = 7.0
+# Memory allocated outside PyTorch during the profile run (CUDA context growth, cuBLAS workspaces).
+NON_TORCH_BASE_GIB = 0.25
+NON_TORCH_BASE_PP_GIB = 0.07
+# NCCL communicators and custom all-reduce buffers of a TP group: ~1.84 GiB at TP 2, ~1.94 at TP 4
+# (H100 NVLink); grows by ~0.105 GiB per doubling of the group.
+ALLREDUCE_TP2_GIB = 1.835
+ALLREDUCE_PER_DOUBLING_GIB = 0.105
+# Profiled CUDA-graph pool: fixed part plus a part per decoder layer on the rank (piecewise graphs).
+CUDAGRAPH_BASE_GIB = 0.35
+CUDAGRAPH_PER_LAYER_GIB = 0.0185
+
+_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 2, "float": 2, "auto": 2}
+_KV_DTYPES = {"auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"}
+
+
+class PlanInputError(ValueError):
+    """Bad planner input. ``field`` is the keyword argument (or config key) at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.detail = message
+
+
+# ----------------------------------------------------------------------------------------------
+# Small helpers
+# ----------------------------------------------------------------------------------------------
+
+
+def parse_version(version: str) -> tuple[int, int, int]:
+    """'0.22.0' / 'v0.19.1rc1' / '0.23.1rc1.dev1018+g8aba' -> (0, 22, 0) etc."""
+    match = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", str(version).strip())
+    if not match:
+        raise PlanInputError("vllm_version", f"expected X.Y.Z, got {version!r}")
+    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _int_field(cfg: dict[str, Any], key: str, *, required: bool = True, default: Any = None) -> Any:
+    value = cfg.get(key, default)
+    if value is None:
+        if required:
+            raise PlanInputError(f"hf_config.{key}", "missing from the model config (config.json)")
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise PlanInputError(f"hf_config.{key}", f"expected a non-negative number, got {value!r}")
+    return int(value)
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise PlanInputError(name, f"expected an integer >= 1, got {value!r}")
+    return value
+
+
+def _positive_float(name: str, value: Any, *, upper: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise PlanInputError(name, f"expected a number > 0, got {value!r}")
+    if upper is not None and value > upper:
+        raise PlanInputError(name, f"expected a number <= {upper}, got {value!r}")
+    return float(value)
+
+
+def _pow2_divisors(n: int) -> list[int]:
+    return [d for d in (1, 2, 4, 8, 16, 32, 64) if d <= n and n % d == 0]
+
+
+# ----------------------------------------------------------------------------------------------
+# Architecture normalisation
+# ----------------------------------------------------------------------------------------------
+
+
+# Values transformers fills in when a published config.json leaves them out (configuration_*.py).
+_MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": {"vocab_size": 262208, "sliding_window_pattern": 6, "max_position_embeddings": 131072},
+}
+
+
+def _text_config(hf_config: dict[str, Any]) -> dict[str, Any]:
+    text = dict(hf_config)
+    for key in ("text_config", "language_config", "llm_config"):
+        sub = hf_config.get(key)
+        if isinstance(sub, dict) and sub.get("num_hidden_layers") is not None:
+            text = {k: v for k, v in hf_config.items() if k not in ("text_config", "vision_config")}
+            text.update(sub)
+            break
+    for key, value in _MODEL_TYPE_DEFAULTS.get(str(text.get("model_type", "")), {}).items():
+        text.setdefault(key, value)
+    return text
+
+
+def _layer_kinds(text: dict[str, Any], layers: int, warnings: list[str]) -> tuple[list[str], int | None]:
+    """Attention kind of every decoder layer and the window (sliding or chunk) length."""
+    model_type = str(text.get("model_type", ""))
+    window = text.get("sliding_window")
+    layer_types = text.get("layer_types")
+    if isinstance(layer_types, list) and layer_types:
+        if len(layer_types) != layers:
+            raise PlanInputError(
+                "hf_config.layer_types", f"has {len(layer_types)} entries for {layers} layers"
+            )
+        mapping = {
+            "full_attention": "full",
+            "sliding_attention": "sliding",
+            "chunked_attention": "chunked",
+            "linear_attention": "linear",
+            "mamba": "linear",
+        }
+        kinds = []
+        for entry in layer_types:
+            kind = mapping.get(str(entry))
+            if kind is None:
+                warnings.append(f"layer type {entry!r} is not modelled; counted as full attention")
+                kind = "full"
+            kinds.append(kind)
+        if "sliding" in kinds and not window:
+            raise PlanInputError("hf_config.sliding_window", "sliding layers listed but no window size")
+        return kinds, window
+    pattern = text.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and pattern:
+        # Nemotron-H style: M = mamba, * = attention, - = MLP only (no cache).
+        kinds = ["full" if c == "*" else "linear" if c == "M" else "none" for c in pattern]
+        return kinds, None
+    interval = text.get("full_attention_interval")
+    if isinstance(interval, int) and interval > 0:  # Qwen3-Next: 3 linear-attention layers per full one
+        return ["full" if (i + 1) % interval == 0 else "linear" for i in range(layers)], None
+    chunk = text.get("attention_chunk_size")
+    if chunk and model_type.startswith("llama4"):
+        nope = text.get("no_rope_layers") or []
+        if len(nope) == layers:
+            uses_rope = [bool(x) for x in nope]
+        else:  # transformers' default: every 4th layer is a NoPE (global) layer
+            step = int(text.get("no_rope_layer_interval") or 4)
+            uses_rope = [(i + 1) % step != 0 for i in range(layers)]
+        return ["chunked" if rope else "full" for rope in uses_rope], int(chunk)
+    pattern_n = text.get("sliding_window_pattern")
+    if window and isinstance(pattern_n, int) and pattern_n > 1:  # Gemma 3: 5 local then 1 global
+        return ["full" if (i + 1) % pattern_n == 0 else "sliding" for i in range(layers)], window
+    if window and model_type == "gemma2":  # vLLM gemma2.py: even layers slide
+        return ["sliding" if i % 2 == 0 else "full" for i in range(layers)], window
+    if window and text.get("use_sliding_window", True) is not False:
+        max_window_layers = text.get("max_window_layers")
+        if model_type.startswith("qwen") and isinstance(max_window_layers, int):
+            return ["sliding" if i >= max_window_layers else "full" for i in range(layers)], window
+        return ["sliding"] * layers, window
+    return ["full"] * layers, None
+
+
+def _moe_layers(text: dict[str, Any], layers: int, experts: int) -> list[bool]:
+    if not experts:
+        return [False] * layers
+    if isinstance(text.get("moe_layers"), list) and text["moe_layers"]:
+        chosen = {int(i) for i in text["moe_layers"]}
+        return [i in chosen for i in range(layers)]
+    first_dense = int(text.get("first_k_dense_replace") or 0)
+    freq = int(text.get("moe_layer_freq") or 1)
+    step = int(text.get("decoder_sparse_step") or text.get("interleave_moe_layer_step") or 1)
+    mlp_only = {int(i) for i in (text.get("mlp_only_layers") or [])}
+    flags = []
+    for i in range(layers):
+        moe = i >= first_dense and (i - first_dense) % freq == 0 and (i + 1) % step == 0
+        flags.append(moe and i not in mlp_only)
+    return flags
+
+
+def _vision_params(hf_config: dict[str, Any], hidden: int) -> int:
+    vision = hf_config.get("vision_config")
+    if not isinstance(vision, dict):
+        return 0
+    h = vision.get("hidden_size") or vision.get("vt_hidden_size") or vision.get("embed_dim")
+    n = vision.get("num_hidden_layers") or vision.get("vt_num_hidden_layers") or vision.get("depth")
+    inter = vision.get("intermediate_size") or vision.get("vt_intermediate_size") or (4 * (h or 0))
+    if not h or not n:
+        return 0
+    # Per ViT block: qkv + out projections (4 h^2) and a two-matrix MLP; plus a projector into the LM
+    # (merged patches of 4 x h to the text hidden size).
+    return int(n) * (4 * int(h) * int(h) + 2 * int(h) * int(inter)) + 4 * int(h) * hidden
+
+
+def normalize_architecture(hf_config: dict[str, Any]) -> dict[str, Any]:
+    """Reduce a published config.json to the values the planner needs."""
+    if not isinstance(hf_config, dict) or not hf_config:
+        raise PlanInputError("hf_config", "expected the model's config.json as a non-empty mapping")
+    text = _text_config(hf_config)
+    warnings: list[str] = []
+    hidden = _int_field(text, "hidden_size")
+    layers = _int_field(text, "num_hidden_layers")
+    heads = _int_field(text, "num_attention_heads")
+    vocab = _int_field(text, "vocab_size")
+    if not hidden or not layers or not heads or not vocab:
+        raise PlanInputError("hf_config", "hidden_size, num_hidden_layers, heads and vocab_size must be > 0")
+    kv_heads = _int_field(text, "num_key_value_heads", required=False, default=heads) or heads
+    head_dim = _int_field(text, "head_dim", required=False, default=None) or hidden // heads
+    kv_lora = text.get("kv_lora_rank")
+    mla = isinstance(kv_lora, int) and kv_lora > 0
+    experts = 0
+    for key in ("n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts"):
+        if isinstance(text.get(key), int) and text[key] > 0:
+            experts = int(text[key])
+            break
+    top_k = int(text.get("num_experts_per_tok") or text.get("experts_per_token") or text.get("moe_topk") or 0)
+    intermediate = _int_field(text, "intermediate_size", required=False, default=0)
+    moe_intermediate = _int_field(text, "moe_intermediate_size", required=False, default=0) or intermediate
+    dense_intermediate = _int_field(text, "intermediate_size_mlp", required=False, default=0) or intermediate
+    shared_intermediate = 0
+    if experts:
+        if text.get("n_shared_experts"):
+            shared_intermediate = int(text["n_shared_experts"]) * moe_intermediate
+        elif text.get("shared_expert_intermediate_size"):
+            shared_intermediate = int(text["shared_expert_intermediate_size"])
+        elif str(text.get("model_type", "")).startswith("llama4"):
+            shared_intermediate = intermediate  # one shared expert of the expert width
+    kinds, window = _layer_kinds(text, layers, warnings)
+    if "linear" in kinds:
+        warnings.append(
+            "linear-attention / mamba layers keep a per-sequence state that vLLM pads into the KV pages; "
+            "only the attention layers are counted here"
+        )
+    dtype_name = str(text.get("torch_dtype") or text.get("dtype") or "bfloat16")
+    quant = text.get("quantization_config") or hf_config.get("quantization_config")
+    arch = {
+        "model_type": str(hf_config.get("model_type") or text.get("model_type") or ""),
+        "architectures": list(hf_config.get("architectures") or text.get("architectures") or []),
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": head_dim,
+        "vocab_size": vocab,
+        "intermediate_size": dense_intermediate,
+        "max_position_embeddings": text.get("max_position_embeddings"),
+        "tie_word_embeddings": bool(text.get("tie_word_embeddings", hf_config.get("tie_word_embeddings"))),
+        "dtype": dtype_name,
+        "dtype_bytes": _DTYPE_BYTES.get(dtype_name, 2),
+        "use_mla": mla,
+        "kv_lora_rank": int(kv_lora) if mla else None,
+        "qk_rope_head_dim": int(text.get("qk_rope_head_dim") or 64) if mla else None,
+        "qk_nope_head_dim": int(text.get("qk_nope_head_dim") or 128) if mla else None,
+        "v_head_dim": int(text.get("v_head_dim") or 128) if mla else None,
+        "q_lora_rank": text.get("q_lora_rank") if mla else None,
+        "sparse_indexer": mla and text.get("index_topk") is not None,
+        "index_head_dim": int(text.get("index_head_dim") or 128),
+        "index_n_heads": int(text.get("index_n_heads") or 64),
+        "num_experts": experts,
+        "num_experts_per_tok": top_k,
+        "moe_intermediate_size": moe_intermediate if experts else 0,
+        "shared_expert_intermediate_size": shared_intermediate,
+        "moe_layers": _moe_layers(text, layers, experts),
+        "mtp_layers": int(text.get("num_nextn_predict_layers") or 0),
+        "layer_kinds": kinds,
+        "window": window,
+        "vision_params": _vision_params(hf_config, hidden),
+        "quantization_config": quant if isinstance(quant, dict) else None,
+        "warnings": warnings,
+    }
+    return arch
+
+
+# ----------------------------------------------------------------------------------------------
+# Quantization -> bytes per parameter
+# ----------------------------------------------------------------------------------------------
+
+
+def quantization_scheme(arch: dict[str, Any]) -> dict[str, Any]:
+    """Bytes per weight of quantized linear layers, the modules left unquantized, checkpoint KV dtype."""
+    qc = arch.get("quantization_config") or {}
+    if not qc and arch.get("runtime_quantization"):  # vLLM --quantization on an unquantized checkpoint
+        qc = {"quant_method": arch["runtime_quantization"]}
+    base = float(arch["dtype_bytes"])
+    method = str(qc.get("quant_method") or qc.get("quantization", {}).get("quant_algo") or "none").lower()
+    inner = qc.get("quantization") if isinstance(qc.get("quantization"), dict) else qc
+    ignore = list(
+        qc.get("ignore")
+        or qc.get("exclude_modules")
+        or inner.get("exclude_modules")
+        or qc.get("modules_to_not_convert")
+        or qc.get("ignored_layers")
+        or []
+    )
+    kv = None
+    bpp = base
+    name = method
+    if method in ("none", ""):
+        name = "none"
+    elif method == "fp8":  # e.g. DeepSeek-V3 block FP8: 1 byte + one fp32 scale per 128x128 block
+        bpp = 1.0 + 4.0 / (128 * 128)
+    elif method in ("modelopt", "modelopt_fp4", "nvfp4", "fp8_modelopt"):
+        algo = str(inner.get("quant_algo") or "").upper()
+        if "FP4" in algo:  # 4-bit E2M1 + one FP8 E4M3 scale per 16 weights
+            bpp, name = 0.5 + 1.0 / 16, "nvfp4"
+        elif "FP8" in algo:
+            bpp, name = 1.0, "fp8"
+        elif "INT4" in algo or "W4A" in algo:
+            bpp, name = 0.5 + 2.0 / 128, "int4"
+        if str(inner.get("kv_cache_quant_algo") or "").upper().startswith("FP8"):
+            kv = "fp8"
+    elif method == "compressed-tensors":
+        groups = qc.get("config_groups") or {}
+        weights = {}
+        for group in groups.values():
+            if isinstance(group, dict) and isinstance(group.get("weights"), dict):
+                weights = group["weights"]
+                break
+        bits = int(weights.get("num_bits") or 16)
+        wtype = str(weights.get("type") or "int")
+        fmt = str(qc.get("format") or "")
+        gsize = weights.get("group_size")
+        if bits == 4 and (wtype == "float" or "nvfp4" in fmt):
+            bpp, name = 0.5 + 1.0 / 16, "nvfp4"
+        elif bits < 16:
+            scale = 2.0 / int(gsize) if gsize else 0.0
+            bpp, name = bits / 8.0 + scale, f"{wtype}{bits}"
+        kv_scheme = qc.get("kv_cache_scheme")
+        if isinstance(kv_scheme, dict) and int(kv_scheme.get("num_bits") or 16) == 8:
+            kv = "fp8"
+    elif method == "mxfp4":  # 4-bit E2M1 + one E8M0 scale per 32 weights
+        bpp = 0.5 + 1.0 / 32
+    elif method in ("gptq", "awq", "gptq_marlin", "awq_marlin"):
+        bits = int(qc.get("bits") or qc.get("w_bit") or 4)
+        gsize = int(qc.get("group_size") or qc.get("q_group_size") or 128)
+        bpp = bits / 8.0 + 4.0 / max(gsize, 1)
+    elif method == "bitsandbytes":
+        bpp = 0.5 + 0.5 / 64 if qc.get("load_in_4bit") else 1.0
+    else:
+        arch["warnings"].append(
+            f"quantization method {method!r} is not modelled; weights counted at {base} B"
+        )
+    return {"method": name, "bytes_per_param": bpp, "ignore": ignore, "kv_cache_dtype": kv, "base": base}
+
+
+def _module_ignored(name: str, patterns: list[str]) -> bool:
+    candidates = (name, "language_model." + name, "model.language_model." + name.removeprefix("model."))
+    for raw in patterns:
+        pattern = str(raw)
+        for cand in candidates:
+            if pattern.startswith("re:"):
+                if re.search(pattern[3:], cand):
+                    return True
+            elif (
+                cand == pattern
+                or cand.startswith(pattern + ".")
+                or fnmatch.fnmatchcase(cand, pattern)
+                or fnmatch.fnmatchcase(cand, pattern + ".*")
+                or fnmatch.fnmatchcase(cand, "*." + pattern)
+            ):
+                return True
+    return False
+
+
+# ----------------------------------------------------------------------------------------------
+# Weights per GPU
+# ----------------------------------------------------------------------------------------------
+
+
+def pp_partition(num_layers: int, pp: int) -> list[int]:
+    """Layers per pipeline stage as vllm/distributed/utils.py get_pp_indices splits them."""
+    if num_layers < pp:
+        raise PlanInputError("pipeline_parallel_size", f"{pp} stages for only {num_layers} layers")
+    per = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):  # the remainder goes to the stages before the last
+        per[-i] += 1
+    return per
+
+
+def _stage_of_layers(num_layers: int, pp: int) -> list[int]:
+    stages = []
+    for stage, count in enumerate(pp_partition(num_layers, pp)):
+        stages.extend([stage] * count)
+    return stages
+
+
+def parameter_inventory(arch: dict[str, Any]) -> list[dict[str, Any]]:
+    """Weight tensors by sharding rule: tp, kv (GQA k/v), vocab, expert, replicated."""
+    h = arch["hidden_size"]
+    inv: list[dict[str, Any]] = []
+
+    def add(name: str, params: float, rule: str, where: Any, quant: bool = True) -> None:
+        inv.append({"name": name, "params": float(params), "rule": rule, "where": where, "quant": quant})
+
+    add("model.embed_tokens", arch["vocab_size"] * h, "vocab", "first", quant=False)
+    heads, kvh, hd = arch["num_attention_heads"], arch["num_key_value_heads"], arch["head_dim"]
+    for i in range(arch["num_hidden_layers"]):
+        p = f"model.layers.{i}"
+        add(f"{p}.input_layernorm", 2 * h, "replicated", i, quant=False)
+        if arch["use_mla"]:
+            nope, rope, v = arch["qk_nope_head_dim"], arch["qk_rope_head_dim"], arch["v_head_dim"]
+            q_lora = arch["q_lora_rank"]
+            if q_lora:
+                add(f"{p}.self_attn.q_a_proj", h * q_lora, "replicated", i)
+                add(f"{p}.self_attn.q_b_proj", q_lora * heads * (nope + rope), "tp", i)
+            else:
+                add(f"{p}.self_attn.q_proj", h * heads * (nope + rope), "tp", i)
+            add(f"{p}.self_attn.kv_a_proj_with_mqa", h * (arch["kv_lora_rank"] + rope), "replicated", i)
+            add(f"{p}.self_attn.kv_b_proj", arch["kv_lora_rank"] * heads * (nope + v), "tp", i)
+            add(f"{p}.self_attn.o_proj", heads * v * h, "tp", i)
+            if arch["sparse_indexer"]:
+                idx = arch["index_head_dim"] * arch["index_n_heads"]
+                add(
+                    f"{p}.self_attn.indexer",
+                    (q_lora or h) * idx + h * (arch["index_head_dim"] + 64),
+                    "replicated",
+                    i,
+                )
+        else:
+            add(f"{p}.self_attn.q_proj", h * heads * hd, "tp", i)
+            add(f"{p}.self_attn.k_proj", h * kvh * hd, "kv", i)
+            add(f"{p}.self_attn.v_proj", h * kvh * hd, "kv", i)
+            add(f"{p}.self_attn.o_proj", heads * hd * h, "tp", i)
+        if arch["moe_layers"][i]:
+            e, mi = arch["num_experts"], arch["moe_intermediate_size"]
+            add(f"{p}.mlp.gate", h * e, "replicated", i, quant=False)
+            add(f"{p}.mlp.experts", e * 3 * h * mi, "expert", i)
+            if arch["shared_expert_intermediate_size"]:
+                add(f"{p}.mlp.shared_experts", 3 * h * arch["shared_expert_intermediate_size"], "tp", i)
+        elif arch["intermediate_size"]:
+            add(f"{p}.mlp", 3 * h * arch["intermediate_size"], "tp", i)
+    add("model.norm", h, "replicated", "last", quant=False)
+    add("lm_head", arch["vocab_size"] * h, "vocab", "last", quant=False)
+    if arch["vision_params"]:
+        add("vision_tower", arch["vision_params"], "vision", "first", quant=False)
+    return inv
+
+
+def _bytes_per_param(entry: dict[str, Any], scheme: dict[str, Any]) -> float:
+    if not entry["quant"] or scheme["method"] == "none":
+        return scheme["base"]
+    if _module_ignored(entry["name"], scheme["ignore"]):
+        return scheme["base"]
+    return scheme["bytes_per_param"]
+
+
+def estimate_weights(
+    arch: dict[str, Any],
+    *,
+    tp: int,
+    pp: int,
+    dp: int,
+    expert_parallel: bool,
+    checkpoint_gib: float | None,
+    mm_encoder_tp_mode: str = "weights",
+    language_model_only: bool = False,
+) -> dict[str, Any]:
+    """Weight GiB on one GPU of each PP stage, from the config (scaled to the checkpoint if given)."""
+    scheme = quantization_scheme(arch)
+    inv = parameter_inventory(arch)
+    stage_of = _stage_of_layers(arch["num_hidden_layers"], pp)
+    padded_vocab = _cdiv(arch["vocab_size"], VOCAB_PADDING) * VOCAB_PADDING
+    ep = tp * dp if expert_parallel else 1
+    local_experts = _cdiv(arch["num_experts"], ep) if arch["num_experts"] else 0
+    kvh = arch["num_key_value_heads"]
+    total_bytes = 0.0
+    per_stage = [0.0] * pp
+    per_stage_replicated = [0.0] * pp
+    for entry in inv:
+        nbytes = entry["params"] * _bytes_per_param(entry, scheme)
+        total_bytes += nbytes
+        if entry["rule"] == "vision" and language_model_only:
+            continue
+        where = entry["where"]
+        stages = [0] if where == "first" else [pp - 1] if where == "last" else [stage_of[where]]
+        rule = entry["rule"]
+        if rule == "tp":
+            local = nbytes / tp
+        elif rule == "kv":  # each rank holds max(1, kv_heads / tp) heads (replicated when tp > kv_heads)
+            local = nbytes * max(1, kvh // tp) / kvh
+        elif rule == "vocab":  # vocab padded to 64 then split over TP
+            local = nbytes * _cdiv(padded_vocab, tp) / arch["vocab_size"]
+        elif rule == "expert":
+            local = nbytes * local_experts / arch["num_experts"] if expert_parallel else nbytes / tp
+        elif rule == "vision":
+            local = nbytes if mm_encoder_tp_mode == "data" else nbytes / tp
+        else:
+            local = nbytes
+        for stage in stages:
+            per_stage[stage] += local
+            if rule in ("replicated",) or (rule == "vision" and mm_encoder_tp_mode == "data"):
+                per_stage_replicated[stage] += local
+    if arch["tie_word_embeddings"] and pp == 1:  # lm_head shares the embedding tensor
+        head = next(e for e in inv if e["name"] == "lm_head")
+        shared = head["params"] * scheme["base"] * _cdiv(padded_vocab, tp) / arch["vocab_size"]
+        per_stage[pp - 1] -= shared
+        total_bytes -= head["params"] * scheme["base"]
+    scale = 1.0
+    if checkpoint_gib is not None:
+        # The checkpoint also carries MTP layers vLLM does not load without speculative decoding.
+        mtp_bytes = arch["mtp_layers"] * total_bytes / max(arch["num_hidden_layers"], 1) * 0.98
+        scale = checkpoint_gib * GIB / (total_bytes + mtp_bytes)
+    stages_gib = [round(b * scale / GIB, 3) for b in per_stage]
+    return {
+        "weights_gib_per_gpu_by_stage": stages_gib,
+        "replicated_gib_per_gpu_by_stage": [round(b * scale / GIB, 3) for b in per_stage_replicated],
+        "model_total_gib": round(total_bytes * scale / GIB, 3),
+        "estimate_scale": round(scale, 4),
+        "quantization": {k: v for k, v in scheme.items() if k != "ignore"},
+        "source": "checkpoint_gib" if checkpoint_gib is not None else "config_estimate",
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# KV cache layout
+# ----------------------------------------------------------------------------------------------
+
+
+def resolve_kv_dtype(kv_cache_dtype: str, arch: dict[str, Any], warnings: list[str]) -> tuple[str, float]:
+    if kv_cache_dtype not in _KV_DTYPES:
+        raise PlanInputError(
+            "kv_cache_dtype", f"expected one of {sorted(_KV_DTYPES)}, got {kv_cache_dtype!r}"
+        )
+    if kv_cache_dtype == "auto":
+        ckpt = quantization_scheme(arch)["kv_cache_dtype"]
+        if ckpt:
+            warnings.append(
+                "kv_cache_dtype auto adopts the checkpoint's FP8 KV recipe (vLLM PR #29980); "
+                "pass bfloat16 explicitly to keep a 16-bit cache"
+            )
+            return "fp8", 1.0
+        return arch["dtype"], float(arch["dtype_bytes"])
+    if kv_cache_dtype.startswith("fp8"):
+        return "fp8", 1.0
+    return kv_cache_dtype, 2.0
+
+
+def kv_layer_specs(arch: dict[str, Any], *, tp: int, kv_dtype: str, kv_bytes: float) -> list[dict[str, Any]]:
+    """Per-layer KV spec on one rank: kind, bytes per token, window."""
+    specs = []
+    for i, kind in enumerate(arch["layer_kinds"]):
+        if kind in ("linear", "none"):
+            continue
+        if arch["use_mla"]:
+            latent = arch["kv_lora_rank"] + arch["qk_rope_head_dim"]
+            # kv_cache_interface.py MLAAttentionSpec: the latent is one head kept whole on every TP rank;
+            # sparse (DSA) MLA with an FP8 cache uses the packed fp8_ds_mla layout of 656 bytes.
+            per_token = 656 if (arch["sparse_indexer"] and kv_dtype == "fp8") else latent * kv_bytes
+            specs.append({"layer": i, "kind": "mla", "bytes_per_token": per_token, "window": None})
+            if arch["sparse_indexer"]:
+                # DeepSeek-V3.2 / GLM-5 indexer keys: fp8 head_dim plus one fp32 scale per 128 (uint8 pages).
+                idx = arch["index_head_dim"] + arch["index_head_dim"] // 128 * 4
+                specs.append({"layer": i, "kind": "indexer", "bytes_per_token": idx, "window": None})
+            continue
+        heads_per_rank = max(1, arch["num_key_value_heads"] // tp)
+        per_token = 2 * heads_per_rank * arch["head_dim"] * kv_bytes
+        specs.append(
+            {
+                "layer": i,
+                "kind": kind,
+                "bytes_per_token": per_token,
+                "window": arch["window"] if kind != "full" else None,
+            }
+        )
+    return specs
+
+
+def _group_layers(specs: list[dict[str, Any]], hybrid: bool) -> list[dict[str, Any]]:
+    """kv_cache_utils.py get_kv_cache_groups: one group, one uniform-type group, or equal-size groups."""
+    if not specs:
+        return []
+    if not hybrid:
+        specs = [
+            dict(s, kind="full" if s["kind"] in ("sliding", "chunked") else s["kind"], window=None)
+            for s in specs
+        ]
+    keys = {(s["kind"], s["bytes_per_token"]) for s in specs}
+    if len(keys) == 1:
+        return [{"kind": specs[0]["kind"], "window": specs[0]["window"], "members": specs}]
+    kinds = {s["kind"] for s in specs}
+    if kinds <= {"full", "mla", "indexer"}:
+        # All layers need a slot for every token: UniformTypeKVCacheSpecs, one group, page = sum.
+        return [{"kind": "uniform_type", "window": None, "members": specs}]
+    by_type: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    for s in specs:
+        by_type.setdefault((s["kind"], s["bytes_per_token"]), []).append(s)
+    sizes = [len(v) for v in by_type.values()]
+    group_size = min(sizes)
+    if max(sizes) < group_size * 1.5:
+        group_size = max(sizes)
+    groups = []
+    for (kind, _), members in by_type.items():
+        count = _cdiv(len(members), group_size)
+        for g in range(count):
+            groups.append({"kind": kind, "window": members[0]["window"], "members": members[g::count]})
+    return groups
+
+
+def _blocks_per_request(group: dict[str, Any], *, max_model_len: int, block: int, dcp: int, mnbt: int) -> int:
+    """Blocks one request of max_model_len needs in a group (KVCacheSpec.max_memory_usage_bytes)."""
+    if group["kind"] == "sliding":
+        return _cdiv(min(group["window"] - 1 + mnbt, max_model_len), block) + 1
+    if group["kind"] == "chunked":
+        return _cdiv(min(group["window"] + mnbt, max_model_len), block)
+    return _cdiv(_cdiv(max_model_len, dcp), block)
+
+
+def kv_capacity(
+    groups: list[dict[str, Any]],
+    stage_memory_bytes: list[float],
+    stage_of_layer: list[int],
+    *,
+    block_size: int,
+    dcp: int,
+    max_model_len: int,
+    max_num_batched_tokens: int,
+) -> dict[str, Any]:
+    """num_blocks (min over stages), logged token count and maximum concurrency, as vLLM computes them."""
+    pp = len(stage_memory_bytes)
+    blocks_by_stage = []
+    page_by_stage = []
+    for stage in range(pp):
+        if groups and groups[0]["kind"] == "uniform_type" and len(groups) == 1:
+            page = sum(
+                m["bytes_per_token"] for m in groups[0]["members"] if stage_of_layer[m["layer"]] == stage
+            )
+            page *= block_size
+            nblocks = int(stage_memory_bytes[stage] // page) if page else 0
+        else:
+            counts = [sum(1 for m in g["members"] if stage_of_layer[m["layer"]] == stage) for g in groups]
+            group_size = max(counts) if counts else 0
+            page = groups[0]["members"][0]["bytes_per_token"] * block_size if groups else 0
+            nblocks = int(stage_memory_bytes[stage] // page // group_size) if group_size else 0
+            page *= group_size
+        blocks_by_stage.append(max(nblocks, 0))
+        page_by_stage.append(page)
+    num_blocks = min(blocks_by_stage) if blocks_by_stage else 0
+    n_groups = max(len(groups), 1)
+    tokens = num_blocks // n_groups * block_size * dcp
+    need = sum(
+        _blocks_per_request(
+            g, max_model_len=max_model_len, block=block_size, dcp=dcp, mnbt=max_num_batched_tokens
+        )
+        for g in groups
+    )
+    return {
+        "num_blocks": num_blocks,
+        "num_blocks_by_stage": blocks_by_stage,
+        "bytes_per_block_by_stage": page_by_stage,
+        "kv_cache_groups": len(groups),
+        "blocks_per_request": need,
+        "kv_cache_tokens": tokens,
+        "max_concurrency": round(num_blocks / need, 2) if need else 0.0,
+    }
+
+
+def max_model_len_that_fits(
+    groups: list[dict[str, Any]], num_blocks: int, *, block: int, dcp: int, mnbt: int
+) -> int:
+    """Largest max_model_len whose single request fits in num_blocks (vLLM's estimate on failure)."""
+    lo, hi, best = 1, 1 << 26, 0
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        need = sum(_blocks_per_request(g, max_model_len=mid, block=block, dcp=dcp, mnbt=mnbt) for g in groups)
+        if need <= num_blocks:
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+# ----------------------------------------------------------------------------------------------
+# Non-KV memory of the profile run
+# ----------------------------------------------------------------------------------------------
+
+
+def estimate_activation_gib(
+    arch: dict[str, Any], *, tp: int, stage: int, pp: int, expert_parallel: bool, max_num_seqs: int, mnbt: int
+) -> float:
+    """Peak torch memory of vLLM's profile run on one GPU of a stage (gpu_model_runner.profile_run)."""
+    h = arch["hidden_size"]
+    tokens = mnbt
+    stage_layers = [i for i, s in enumerate(_stage_of_layers(arch["num_hidden_layers"], pp)) if s == stage]
+    persistent = 0.0
+    if stage > 0:  # hidden states and residual received from the previous stage
+        persistent += 2 * tokens * h * 2
+    if any(arch["moe_layers"][i] for i in stage_layers):
+        # fused_moe workspaces (persistent): [M, top_k, max(2I, H)] and [M, top_k, I] plus the output.
+        inter = arch["moe_intermediate_size"] if expert_parallel else _cdiv(arch["moe_intermediate_size"], tp)
+        m = min(tokens, FUSED_MOE_CHUNK)
+        persistent += m * arch["num_experts_per_tok"] * (max(2 * inter, h) + inter) * 2 + m * h * 2
+    dense = [i for i in stage_layers if not arch["moe_layers"][i] and arch["intermediate_size"]]
+    inter_rank = _cdiv(arch["intermediate_size"], tp) if dense else 0
+    forward = tokens * 2 * (FORWARD_INTERMEDIATE_COPIES * inter_rank + FORWARD_HIDDEN_COPIES * h)
+    sampler = 0.0
+    if stage == pp - 1:
+        rows = min(max_num_seqs, tokens)
+        sampler = SAMPLER_FP32_COPIES * rows * arch["vocab_size"] * 4 + HIDDEN_COPIES * tokens * h * 2
+    return (persistent + max(forward, sampler)) / GIB
+
+
+def estimate_non_torch_gib(*, tp: int, pp: int) -> float:
+    base = NON_TORCH_BASE_GIB if pp == 1 else NON_TORCH_BASE_PP_GIB
+    if tp > 1:
+        base += ALLREDUCE_TP2_GIB + ALLREDUCE_PER_DOUBLING_GIB * math.log2(tp / 2)
+    return base
+
+
+def estimate_cudagraph_gib(layers_on_rank: int) -> float:
+    return CUDAGRAPH_BASE_GIB + CUDAGRAPH_PER_LAYER_GIB * layers_on_rank
+
+
+# ----------------------------------------------------------------------------------------------
+# Divisibility
+# ----------------------------------------------------------------------------------------------
+
+
+def check_divisibility(
+    arch: dict[str, Any], *, tp: int, pp: int, dp: int, ep: bool, dcp: int
+) -> list[dict[str, str]]:
+    """Constraints vLLM enforces at start-up: each entry names the input at fault and why."""
+    problems: list[dict[str, str]] = []
+
+    def bad(field: str, message: str) -> None:
+        problems.append({"field": field, "message": message})
+
+    heads, kvh = arch["num_attention_heads"], arch["num_key_value_heads"]
+    if heads % tp:
+        bad(
+            "tensor_parallel_size",
+            f"num_attention_heads {heads} is not divisible by tensor_parallel_size {tp}",
+        )
+    if not arch["use_mla"]:
+        if tp >= kvh and tp % kvh:
+            bad(
+                "tensor_parallel_size",
+                f"tensor_parallel_size {tp} is not a multiple of num_key_value_heads {kvh}",
+            )
+        if tp < kvh and kvh % tp:
+            bad(
+                "tensor_parallel_size",
+                f"num_key_value_heads {kvh} is not divisible by tensor_parallel_size {tp}",
+            )
+    if arch["num_hidden_layers"] < pp:
+        bad(
+            "pipeline_parallel_size",
+            f"pipeline_parallel_size {pp} exceeds num_hidden_layers {arch['num_hidden_layers']}",
+        )
+    if arch["num_experts"]:
+        inter = arch["moe_intermediate_size"]
+        if ep:
+            ep_size = tp * dp
+            if arch["num_experts"] % ep_size:
+                bad(
+                    "enable_expert_parallel",
+                    f"num_experts {arch['num_experts']} is not divisible by the expert-parallel size "
+                    f"{ep_size} (tensor_parallel_size x data_parallel_size)",
+                )
+        elif inter % tp:
+            bad(
+                "tensor_parallel_size",
+                f"moe_intermediate_size {inter} is not divisible by tensor_parallel_size {tp}",
+            )
+    if arch["intermediate_size"] and arch["intermediate_size"] % tp:
+        bad(
+            "tensor_parallel_size",
+            f"intermediate_size {arch['intermediate_size']} is not divisible by tensor_parallel_size {tp}",
+        )
+    if dcp > 1:
+        if tp % dcp:
+            bad(
+                "decode_context_parallel_size",
+                f"tensor_parallel_size {tp} is not divisible by decode_context_parallel_size {dcp}",
+            )
+        elif not arch["use_mla"]:
+            # Each DCP group must share the same KV heads: tp / kv_heads must be a multiple of dcp.
+            replicas = max(tp // kvh, 1)
+            if replicas % dcp:
+                bad(
+                    "decode_context_parallel_size",
+                    f"decode_context_parallel_size {dcp} needs tensor_parallel_size / num_key_value_heads "
+                    f"({tp}/{kvh}) to be a multiple of it",
+                )
+        if any(k in ("sliding", "chunked") for k in arch["layer_kinds"]):
+            bad(
+                "decode_context_parallel_size",
+                "decode context parallel does not support sliding-window / chunked attention",
+            )
+    return problems
+
+
+# ----------------------------------------------------------------------------------------------
+# The plan
+# ----------------------------------------------------------------------------------------------
+
+
+def plan_memory(
+    hf_config: dict[str, Any],
+    *,
+    gpu_memory_gib: float,
+    tensor_parallel_size: int = 1,
+    pipeline_parallel_size: int = 1,
+    data_parallel_size: int = 1,
+    enable_expert_parallel: bool = False,
+    decode_context_parallel_size: int = 1,
+    gpu_memory_utilization: float = 0.9,
+    kv_cache_dtype: str = "auto",
+    max_model_len: int | None = None,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    weights_gib_per_gpu: float | None = None,
+    checkpoint_gib: float | None = None,
+    kv_cache_memory_gib: float | None = None,
+    vllm_version: str = DEFAULT_VLLM_VERSION,
+    gpu_count: int | None = None,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    enforce_eager: bool = False,
+    disable_hybrid_kv_cache_manager: bool = False,
+    mm_encoder_tp_mode: str = "weights",
+    language_model_only: bool = False,
+    quantization: str | None = None,
+) -> dict[str, Any]:
+    """Memory plan of one vLLM instance on identical GPUs. See docs/planner.md for every key."""
+    gpu_memory_gib = _positive_float("gpu_memory_gib", gpu_memory_gib)
+    tp = _positive_int("tensor_parallel_size", tensor_parallel_size)
+    pp = _positive_int("pipeline_parallel_size", pipeline_parallel_size)
+    dp = _positive_int("data_parallel_size", data_parallel_size)
+    dcp = _positive_int("decode_context_parallel_size", decode_context_parallel_size)
+    block = _positive_int("block_size", block_size)
+    util = _positive_float("gpu_memory_utilization", gpu_memory_utilization, upper=1.0)
+    version = parse_version(vllm_version)
+    if weights_gib_per_gpu is not None and checkpoint_gib is not None:
+        raise PlanInputError(
+            "weights_gib_per_gpu", "give either weights_gib_per_gpu or checkpoint_gib, not both"
+        )
+    if weights_gib_per_gpu is not None:
+        _positive_float("weights_gib_per_gpu", weights_gib_per_gpu)
+    if checkpoint_gib is not None:
+        _positive_float("checkpoint_gib", checkpoint_gib)
+    if kv_cache_memory_gib is not None:
+        _positive_float("kv_cache_memory_gib", kv_cache_memory_gib)
+    if gpu_count is not None:
+        _positive_int("gpu_count", gpu_count)
+    if mm_encoder_tp_mode not in ("weights", "data"):
+        raise PlanInputError(
+            "mm_encoder_tp_mode", f"expected 'weights' or 'data', got {mm_encoder_tp_mode!r}"
+        )
+    arch = normalize_architecture(hf_config)
+    if quantization is not None:
+        if quantization not in ("fp8", "mxfp4", "bitsandbytes"):
+            raise PlanInputError("quantization", f"expected fp8, mxfp4 or bitsandbytes, got {quantization!r}")
+        arch["runtime_quantization"] = quantization
+    warnings = list(arch["warnings"])
+    reasons: list[str] = []
+    defaults = DEFAULTS_LARGE_GPU if gpu_memory_gib >= LARGE_GPU_GIB else DEFAULTS_SMALL_GPU
+    seqs = (
+        _positive_int("max_num_seqs", max_num_seqs) if max_num_seqs is not None else defaults["max_num_seqs"]
+    )
+    mnbt = (
+        _positive_int("max_num_batched_tokens", max_num_batched_tokens)
+        if max_num_batched_tokens is not None
+        else defaults["max_num_batched_tokens"]
+    )
+    derived_len = arch["max_position_embeddings"]
+    model_len = (
+        _positive_int("max_model_len", max_model_len)
+        if max_model_len is not None
+        else int(derived_len or 8192)
+    )
+    if derived_len and model_len > int(derived_len):
+        reasons.append(
+            f"max_model_len {model_len} exceeds the model's max_position_embeddings {derived_len} "
+            "(vLLM refuses unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)"
+        )
+    world = tp * pp * dp
+    if gpu_count is not None and world > gpu_count:
+        reasons.append(
+            f"the layout needs {world} GPUs (TP {tp} x PP {pp} x DP {dp}) but gpu_count is {gpu_count}"
+        )
+    elif gpu_count is not None and world < gpu_count:
+        warnings.append(f"the layout uses {world} of {gpu_count} GPUs")
+    input_errors = check_divisibility(arch, tp=tp, pp=pp, dp=dp, ep=enable_expert_parallel, dcp=dcp)
+    reasons.extend(e["message"] for e in input_errors)
+    kv_dtype, kv_bytes = resolve_kv_dtype(kv_cache_dtype, arch, warnings)
+
+    # Weights per GPU of each PP stage.
+    if weights_gib_per_gpu is not None:
+        weights_by_stage = [float(weights_gib_per_gpu)] * pp
+        weights_info: dict[str, Any] = {"source": "weights_gib_per_gpu"}
+    else:
+        weights_info = estimate_weights(
+            arch,
+            tp=tp,
+            pp=pp,
+            dp=dp,
+            expert_parallel=enable_expert_parallel,
+            checkpoint_gib=checkpoint_gib,
+            mm_encoder_tp_mode=mm_encoder_tp_mode,
+            language_model_only=language_model_only,
+        )
+        weights_by_stage = weights_info["weights_gib_per_gpu_by_stage"]
+
+    requested = gpu_memory_gib * util
+    stage_of = _stage_of_layers(arch["num_hidden_layers"], pp)
+    cudagraph_applied = version >= CUDAGRAPH_SUBTRACTED_SINCE and not enforce_eager
+    stages = []
+    for s in range(pp):
+        layers_here = stage_of.count(s)
+        act = estimate_activation_gib(
+            arch, tp=tp, stage=s, pp=pp, expert_parallel=enable_expert_parallel, max_num_seqs=seqs, mnbt=mnbt
+        )
+        non_torch = estimate_non_torch_gib(tp=tp, pp=pp)
+        graphs = 0.0 if enforce_eager else estimate_cudagraph_gib(layers_here)
+        if kv_cache_memory_gib is not None:
+            avail = float(kv_cache_memory_gib)
+        else:
+            avail = requested - weights_by_stage[s] - act - non_torch - (graphs if cudagraph_applied else 0.0)
+        stages.append(
+            {
+                "stage": s,
+                "layers": layers_here,
+                "weights_gib": round(weights_by_stage[s], 3),
+                "activation_peak_gib": round(act, 3),
+                "non_torch_gib": round(non_torch, 3),
+                "cudagraph_gib": round(graphs, 3),
+                "cudagraph_subtracted": cudagraph_applied,
+                "kv_cache_gib": round(avail, 3),
+            }
+        )
+    specs = kv_layer_specs(arch, tp=tp, kv_dtype=kv_dtype, kv_bytes=kv_bytes)
+    # Chunked local attention turns the hybrid manager off unless
+    # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE is set (vllm/config/vllm.py).
+    hybrid = not disable_hybrid_kv_cache_manager and "chunked" not in arch["layer_kinds"]
+    groups = _group_layers(specs, hybrid)
+    memory = [max(st["kv_cache_gib"], 0.0) * GIB for st in stages]
+    cap = kv_capacity(
+        groups,
+        memory,
+        stage_of,
+        block_size=block,
+        dcp=dcp,
+        max_model_len=model_len,
+        max_num_batched_tokens=mnbt,
+    )
+    bytes_by_stage = [
+        sum(sp["bytes_per_token"] for sp in specs if stage_of[sp["layer"]] == s) for s in range(pp)
+    ]
+    limiting = min(range(pp), key=lambda s: cap["num_blocks_by_stage"][s])
+    per_token = bytes_by_stage[limiting]
+
+    kv_gib = min(st["kv_cache_gib"] for st in stages)
+    max_weights = max(weights_by_stage)
+    if max_weights >= requested:
+        reasons.append(
+            f"weights {max_weights:.2f} GiB per GPU exceed gpu_memory_utilization x memory "
+            f"({util} x {gpu_memory_gib} = {requested:.2f} GiB)"
+        )
+    if kv_gib <= 0:
+        reasons.append(
+            f"no memory left for the KV cache ({kv_gib:.2f} GiB): raise gpu_memory_utilization, "
+            "use more GPUs or a smaller quantization"
+        )
+    elif cap["blocks_per_request"] > cap["num_blocks"]:
+        fit_len = max_model_len_that_fits(groups, cap["num_blocks"], block=block, dcp=dcp, mnbt=mnbt)
+        reasons.append(
+            f"one request of max_model_len {model_len} needs {cap['blocks_per_request']} KV blocks but only "
+            f"{cap['num_blocks']} fit; the largest max_model_len that fits is {fit_len}"
+        )
+    if cap["max_concurrency"] and cap["max_concurrency"] < seqs and not reasons:
+        warnings.append(
+            f"at most {cap['max_concurrency']} requests of {model_len} tokens fit at once "
+            f"(max_num_seqs {seqs}); longer queues or preemption under full load"
+        )
+    if kv_dtype == "fp8" and arch["use_mla"]:
+        warnings.append("FP8 MLA cache needs an attention backend with FP8 support (see llm_recommend)")
+    result = {
+        "fits": not reasons,
+        "reasons": reasons,
+        "input_errors": input_errors,
+        "warnings": warnings,
+        "weights_gib_per_gpu": round(max_weights, 3),
+        "kv_cache_gib_per_gpu": round(kv_gib, 3),
+        "kv_cache_dtype": kv_dtype,
+        "kv_bytes_per_token": round(per_token / dcp, 2),
+        "kv_bytes_per_token_per_rank": per_token,
+        "kv_cache_tokens": cap["kv_cache_tokens"],
+        "max_concurrency": cap["max_concurrency"],
+        "max_model_len": model_len,
+        "max_num_seqs": seqs,
+        "max_num_batched_tokens": mnbt,
+        "block_size": block,
+        "num_gpu_blocks": cap["num_blocks"],
+        "kv_cache_groups": cap["kv_cache_groups"],
+        "blocks_per_request": cap["blocks_per_request"],
+        "requested_memory_gib": round(requested, 3),
+        "activation_peak_gib": max(st["activation_peak_gib"] for st in stages),
+        "non_torch_gib": stages[0]["non_torch_gib"],
+        "cudagraph_gib": max(st["cudagraph_gib"] for st in stages),
+        "cudagraph_subtracted": cudagraph_applied,
+        "kv_cache_memory_source": "kv_cache_memory_gib"
+        if kv_cache_memory_gib is not None
+        else "profile_estimate",
+        "stages": stages,
+        "weights": weights_info,
+        "layout": {
+            "tensor_parallel_size": tp,
+            "pipeline_parallel_size": pp,
+            "data_parallel_size": dp,
+            "enable_expert_parallel": bool(enable_expert_parallel),
+            "decode_context_parallel_size": dcp,
+            "gpus": world,
+            "gpu_memory_gib": gpu_memory_gib,
+            "gpu_memory_utilization": util,
+            "vllm_version": ".".join(map(str, version)),
+        },
+        "architecture": {
+            k: v
+            for k, v in arch.items()
+            if k
+            not in ("quantization_config", "warnings", "moe_layers", "layer_kinds", "runtime_quantization")
+        }
+        | {
+            "attention_layers": {k: arch["layer_kinds"].count(k) for k in sorted(set(arch["layer_kinds"]))},
+            "moe_layer_count": sum(arch["moe_layers"]),
+        },
+    }
+    return result
+
+
+# ----------------------------------------------------------------------------------------------
+# Layout recommendation
+# ----------------------------------------------------------------------------------------------
+
+
+def mla_backend(compute_capability: str | None, vllm_version: str) -> dict[str, Any]:
+    """MLA decode backend vLLM picks on a GPU generation and whether it takes an FP8 cache.
+
+    docs/design/attention_backends.md: FLASHINFER_MLA / CUTLASS_MLA are SM 10.x, FLASHMLA SM 9.x-10.x,
+    FLASH_ATTN_MLA SM 9.x (no FP8); TRITON_MLA runs anywhere and is the only one on SM 12.x.
+    """
+    version = parse_version(vllm_version)
+    if compute_capability is None:
+        return {"backend": None, "fp8_kv": True, "block_size": DEFAULT_BLOCK_SIZE, "reason": "GPU unknown"}
+    match = re.match(r"^(\d+)(?:\.(\d+))?$", str(compute_capability).strip())
+    if not match:
+        raise PlanInputError(
+            "compute_capability", f"expected MAJOR.MINOR such as '12.0', got {compute_capability!r}"
+        )
+    major = int(match.group(1))
+    if major == 10:
+        return {"backend": "FLASHINFER_MLA", "fp8_kv": True, "block_size": 64, "reason": "SM 10.x"}
+    if major == 9:
+        return {"backend": "FLASHMLA", "fp8_kv": True, "block_size": 64, "reason": "SM 9.x"}
+    fp8 = version >= TRITON_MLA_FP8_SINCE
+    reason = f"SM {compute_capability}: TRITON_MLA is the only MLA decode backend; " + (
+        "it takes an FP8 cache (vLLM PR #34597)"
+        if fp8
+        else f"FP8 KV needs vLLM PR #34597 (assumed from {'.'.join(map(str, TRITON_MLA_FP8_SINCE))})"
+    )
+    return {"backend": "TRITON_MLA", "fp8_kv": fp8, "block_size": DEFAULT_BLOCK_SIZE, "reason": reason}
+
+
+def recommend_layout(
+    hf_config: dict[str, Any],
+    *,
+    gpu_memory_gib: float,
+    gpu_count: int,
+    checkpoint_gib: float | None = None,
+    weights_gib_per_gpu: float | None = None,
+    compute_capability: str | None = None,
+    vllm_version: str = DEFAULT_VLLM_VERSION,
+    target_max_model_len: int | None = None,
+    gpu_memory_utilization: float = 0.9,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    kv_cache_dtypes: list[str] | None = None,
+    mm_encoder_tp_mode: str = "weights",
+) -> dict[str, Any]:
+    """Search TP/PP/DCP and KV dtype; return the layout with the most KV tokens that fits."""
+    gpus = _positive_int("gpu_count", gpu_count)
+    arch = normalize_architecture(hf_config)
+    notes: list[str] = []
+    backend = None
+    dtypes = list(kv_cache_dtypes or ["bfloat16", "fp8"])
+    if arch["use_mla"]:
+        backend = mla_backend(compute_capability, vllm_version)
+        if backend["backend"]:
+            notes.append(f"attention backend {backend['backend']}: {backend['reason']}")
+        if not backend["fp8_kv"] and "fp8" in dtypes:
+            dtypes.remove("fp8")
+            notes.append("FP8 KV is not available on this backend/version: KV stays bfloat16")
+        if compute_capability and str(compute_capability).startswith("12"):
+            notes.append("SM 12.x: leave FlashInfer allreduce fusion, DeepGEMM and TRTLLM attention off")
+    target = target_max_model_len or int(arch["max_position_embeddings"] or 8192)
+    candidates = []
+    for tp in _pow2_divisors(gpus):
+        pp = gpus // tp
+        dcps = _pow2_divisors(tp) if arch["use_mla"] else [1]
+        for dcp in dcps:
+            for dtype in dtypes:
+                plan = plan_memory(
+                    hf_config,
+                    gpu_memory_gib=gpu_memory_gib,
+                    tensor_parallel_size=tp,
+                    pipeline_parallel_size=pp,
+                    decode_context_parallel_size=dcp,
+                    gpu_memory_utilization=gpu_memory_utilization,
+                    kv_cache_dtype=dtype,
+                    max_model_len=target,
+                    max_num_seqs=max_num_seqs,
+                    max_num_batched_tokens=max_num_batched_tokens,
+                    weights_gib_per_gpu=weights_gib_per_gpu if pp == 1 else None,
+                    checkpoint_gib=checkpoint_gib,
+                    vllm_version=vllm_version,
+                    gpu_count=gpus,
+                    block_size=backend["block_size"] if backend else DEFAULT_BLOCK_SIZE,
+                    mm_encoder_tp_mode=mm_encoder_tp_mode,
+                )
+                candidates.append(plan)
+    fitting = [p for p in candidates if p["fits"]]
+    if not fitting:
+        best_effort = max(candidates, key=lambda p: p["kv_cache_gib_per_gpu"])
+        return {
+            "fits": False,
+            "reasons": ["no layout on these GPUs fits", *best_effort["reasons"]],
+            "notes": notes,
+            "attention_backend": backend["backend"] if backend else None,
+            "plan": best_effort,
+            "candidates": _candidate_table(candidates),
+        }
+
+    def score(p: dict[str, Any]) -> tuple[Any, ...]:
+        lay = p["layout"]
+        # Most KV tokens first; then fewer pipeline stages (PP adds bubbles), then bf16 over fp8.
+        return (p["kv_cache_tokens"], -lay["pipeline_parallel_size"], p["kv_cache_dtype"] != "fp8")
+
+    best = max(fitting, key=score)
+    lay = best["layout"]
+    reasons = [
+        f"TP {lay['tensor_parallel_size']} x PP {lay['pipeline_parallel_size']}: "
+        f"{best['weights_gib_per_gpu']:.1f} GiB weights per GPU, {best['kv_cache_gib_per_gpu']:.1f} GiB KV",
+        f"{best['kv_cache_tokens']:,} KV tokens with {best['kv_cache_dtype']} KV; "
+        f"{best['max_concurrency']}x requests of {target:,} tokens",
+    ]
+    if lay["decode_context_parallel_size"] > 1:
+        reasons.append(
+            "decode context parallel shards the MLA latent cache over tokens instead of duplicating it on "
+            f"every TP rank: x{lay['decode_context_parallel_size']} tokens"
+        )
+    return {
+        "fits": True,
+        "tensor_parallel_size": lay["tensor_parallel_size"],
+        "pipeline_parallel_size": lay["pipeline_parallel_size"],
+        "decode_context_parallel_size": lay["decode_context_parallel_size"],
+        "kv_cache_dtype": best["kv_cache_dtype"],
+        "gpu_memory_utilization": lay["gpu_memory_utilization"],
+        "max_model_len": target,
+        "attention_backend": backend["backend"] if backend else None,
+        "reasons": reasons,
+        "notes": notes,
+        "plan": best,
+        "candidates": _candidate_table(candidates),
+    }
+
+
+def _candidate_table(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "tp": p["layout"]["tensor_parallel_size"],
+            "pp": p["layout"]["pipeline_parallel_size"],
+            "dcp": p["layout"]["decode_context_parallel_size"],
+            "kv_cache_dtype": p["kv_cache_dtype"],
+            "kv_cache_tokens": p["kv_cache_tokens"],
+            "max_concurrency": p["max_concurrency"],
+            "fits": p["fits"],
+        }
+        for p in candidates
+    ]
+
+
+# ----------------------------------------------------------------------------------------------
+# Ansible
+# ----------------------------------------------------------------------------------------------
+
+
+def _filter(name: str, func: Any) -> Any:
+    def run(hf_config: Any, **kwargs: Any) -> Any:
+        try:
+            return func(hf_config, **kwargs)
+        except PlanInputError as exc:
+            raise AnsibleFilterError(f"{name}: {exc}") from exc
+        except TypeError as exc:  # unknown keyword argument
+            raise AnsibleFilterError(f"{name}: {exc}") from exc
+
+    return run
+
+
+class FilterModule:
+    """Ansible filters of the capacity planner."""
+
+    def filters(self) -> dict[str, Any]:
+        return {
+            "llm_plan": _filter("llm_plan", plan_memory),
+            "llm_recommend": _filter("llm_recommend", recommend_layout),
+        }
