@@ -1,0 +1,1 @@
+../../../filter_plugins/flash_attn_wheel.py

@@ -1,0 +1,1 @@
+../../../filter_plugins/ml_env_install.py
