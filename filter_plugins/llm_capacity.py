@@ -1227,8 +1227,9 @@ def recommend_layout(
 
     def score(p: dict[str, Any]) -> tuple[Any, ...]:
         lay = p["layout"]
-        # Most KV tokens first; then fewer pipeline stages (PP adds bubbles), then bf16 over fp8.
-        return (p["kv_cache_tokens"], -lay["pipeline_parallel_size"], p["kv_cache_dtype"] != "fp8")
+        # Fewest pipeline stages first (PP adds bubbles and a second copy of the sampler workspace),
+        # then the most KV tokens (the FP8 / DCP options exist for exactly that).
+        return (-lay["pipeline_parallel_size"], p["kv_cache_tokens"])
 
     best = max(fitting, key=score)
     lay = best["layout"]
