@@ -270,6 +270,7 @@ def llm_plan_assemble(
     settings: Mapping[str, Any],
     engine_version: str,
     target_max_model_len: int | None = None,
+    recommendation: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Pick the row to deploy and build the documented ``llm_plan_result`` fact.
 
@@ -340,6 +341,7 @@ def llm_plan_assemble(
         "rows": [dict(r) for r in rows],
         "settings_notes": list(settings.get("notes") or []),
         "kv_cache_dtypes_unavailable": sorted(unavailable),
+        "recommendation": {key: list((recommendation or {}).get(key) or []) for key in ("reasons", "notes")},
     }
 
 
@@ -353,6 +355,11 @@ def _num(value: Any, digits: int = 2) -> str:
     if isinstance(value, float):
         return f"{value:,.{digits}f}"
     return str(value)
+
+
+def _whole(value: Any) -> Any:
+    """4464.0 -> 4464, so byte counts print without decimals."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _grid(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
@@ -417,7 +424,7 @@ def llm_plan_table(result: Mapping[str, Any]) -> list[str]:
                 str(row["kv_cache_dtype"]),
                 str(row["decode_context_parallel_size"]),
                 _num(int(row["max_model_len"])),
-                _num(p.get("kv_bytes_per_token")),
+                _num(_whole(p.get("kv_bytes_per_token"))),
                 _num(p.get("kv_cache_gib_per_gpu")),
                 _num(p.get("kv_cache_tokens")),
                 _num(p.get("max_concurrency")),
@@ -436,6 +443,10 @@ def llm_plan_table(result: Mapping[str, Any]) -> list[str]:
         f"({_num(plan.get('kv_cache_tokens'))} KV tokens, concurrency {_num(plan.get('max_concurrency'))})"
     )
     lines.extend(f"  reason: {r}" for r in result.get("reasons") or [])
+    advice = result.get("recommendation") or {}
+    # When nothing fits the planner's reasons repeat the ones printed above.
+    said = [*(advice.get("reasons") or [])] if result.get("fits") else []
+    lines.extend(f"Planner: {r}" for r in [*said, *(advice.get("notes") or [])])
     notes = result.get("settings_notes") or []
     lines.append(
         "Settings forced by known issues and the hardware profile:" if notes else "No forced settings."
