@@ -594,7 +594,7 @@ def estimate_weights(
     scale = 1.0
     if checkpoint_gib is not None:
         # The checkpoint also carries MTP layers vLLM does not load without speculative decoding.
-        mtp_bytes = arch["mtp_layers"] * total_bytes / max(arch["num_hidden_layers"], 1) * 0.98
+        mtp_bytes = arch["mtp_layers"] * total_bytes / max(arch["num_hidden_layers"], 1)
         scale = checkpoint_gib * GIB / (total_bytes + mtp_bytes)
     stages_gib = [round(b * scale / GIB, 3) for b in per_stage]
     return {
