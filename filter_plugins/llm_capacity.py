@@ -113,6 +113,10 @@ NON_TORCH_BASE_PP_GIB = 0.07
 # (H100 NVLink); grows by ~0.105 GiB per doubling of the group.
 ALLREDUCE_TP2_GIB = 1.835
 ALLREDUCE_PER_DOUBLING_GIB = 0.105
+# PCIe-only GPUs: no NVLS / symmetric-memory buffers, and vLLM disables its custom all-reduce beyond
+# two PCIe GPUs (device_communicators/custom_all_reduce.py), leaving NCCL's ring buffers. Assumed, not
+# measured here; it reproduces the Kimi-K2.5 8x RTX PRO 6000 figure (docs/planner.md).
+ALLREDUCE_PCIE_GIB = 0.25
 # Profiled CUDA-graph pool: fixed part plus a part per decoder layer on the rank (piecewise graphs).
 CUDAGRAPH_BASE_GIB = 0.35
 CUDAGRAPH_PER_LAYER_GIB = 0.0185
@@ -795,9 +799,11 @@ def estimate_activation_gib(
     return (persistent + max(forward, sampler)) / GIB
 
 
-def estimate_non_torch_gib(*, tp: int, pp: int) -> float:
+def estimate_non_torch_gib(*, tp: int, pp: int, interconnect: str = "nvlink") -> float:
     base = NON_TORCH_BASE_GIB if pp == 1 else NON_TORCH_BASE_PP_GIB
-    if tp > 1:
+    if tp > 1 and interconnect == "pcie":
+        base += ALLREDUCE_PCIE_GIB
+    elif tp > 1:
         base += ALLREDUCE_TP2_GIB + ALLREDUCE_PER_DOUBLING_GIB * math.log2(tp / 2)
     return base
 
@@ -915,6 +921,7 @@ def plan_memory(
     mm_encoder_tp_mode: str = "weights",
     language_model_only: bool = False,
     quantization: str | None = None,
+    interconnect: str = "nvlink",
 ) -> dict[str, Any]:
     """Memory plan of one vLLM instance on identical GPUs. See docs/planner.md for every key."""
     gpu_memory_gib = _positive_float("gpu_memory_gib", gpu_memory_gib)
@@ -937,6 +944,8 @@ def plan_memory(
         _positive_float("kv_cache_memory_gib", kv_cache_memory_gib)
     if gpu_count is not None:
         _positive_int("gpu_count", gpu_count)
+    if interconnect not in ("nvlink", "pcie"):
+        raise PlanInputError("interconnect", f"expected 'nvlink' or 'pcie', got {interconnect!r}")
     if mm_encoder_tp_mode not in ("weights", "data"):
         raise PlanInputError(
             "mm_encoder_tp_mode", f"expected 'weights' or 'data', got {mm_encoder_tp_mode!r}"
@@ -1005,7 +1014,7 @@ def plan_memory(
         act = estimate_activation_gib(
             arch, tp=tp, stage=s, pp=pp, expert_parallel=enable_expert_parallel, max_num_seqs=seqs, mnbt=mnbt
         )
-        non_torch = estimate_non_torch_gib(tp=tp, pp=pp)
+        non_torch = estimate_non_torch_gib(tp=tp, pp=pp, interconnect=interconnect)
         graphs = 0.0 if enforce_eager else estimate_cudagraph_gib(layers_here)
         if kv_cache_memory_gib is not None:
             avail = float(kv_cache_memory_gib)
@@ -1107,6 +1116,7 @@ def plan_memory(
             "gpus": world,
             "gpu_memory_gib": gpu_memory_gib,
             "gpu_memory_utilization": util,
+            "interconnect": interconnect,
             "vllm_version": ".".join(map(str, version)),
         },
         "architecture": {
@@ -1171,6 +1181,7 @@ def recommend_layout(
     max_num_batched_tokens: int | None = None,
     kv_cache_dtypes: list[str] | None = None,
     mm_encoder_tp_mode: str = "weights",
+    interconnect: str = "nvlink",
 ) -> dict[str, Any]:
     """Search TP/PP/DCP and KV dtype; return the layout with the most KV tokens that fits."""
     gpus = _positive_int("gpu_count", gpu_count)
@@ -1211,6 +1222,7 @@ def recommend_layout(
                     gpu_count=gpus,
                     block_size=backend["block_size"] if backend else DEFAULT_BLOCK_SIZE,
                     mm_encoder_tp_mode=mm_encoder_tp_mode,
+                    interconnect=interconnect,
                 )
                 candidates.append(plan)
     fitting = [p for p in candidates if p["fits"]]
