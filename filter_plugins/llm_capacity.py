@@ -1089,6 +1089,7 @@ def plan_memory(
         "kv_bytes_per_token": round(per_token / dcp, 2),
         "kv_bytes_per_token_per_rank": per_token,
         "kv_cache_tokens": cap["kv_cache_tokens"],
+        "kv_cache_tokens_all_replicas": cap["kv_cache_tokens"] * dp,
         "max_concurrency": cap["max_concurrency"],
         "max_model_len": model_len,
         "max_num_seqs": seqs,
@@ -1198,34 +1199,61 @@ def recommend_layout(
             notes.append("FP8 KV is not available on this backend/version: KV stays bfloat16")
         if compute_capability and str(compute_capability).startswith("12"):
             notes.append("SM 12.x: leave FlashInfer allreduce fusion, DeepGEMM and TRTLLM attention off")
-    target = target_max_model_len or int(arch["max_position_embeddings"] or 8192)
-    candidates = []
-    for tp in _pow2_divisors(gpus):
-        pp = gpus // tp
-        dcps = _pow2_divisors(tp) if arch["use_mla"] else [1]
-        for dcp in dcps:
-            for dtype in dtypes:
-                plan = plan_memory(
-                    hf_config,
-                    gpu_memory_gib=gpu_memory_gib,
-                    tensor_parallel_size=tp,
-                    pipeline_parallel_size=pp,
-                    decode_context_parallel_size=dcp,
-                    gpu_memory_utilization=gpu_memory_utilization,
-                    kv_cache_dtype=dtype,
-                    max_model_len=target,
-                    max_num_seqs=max_num_seqs,
-                    max_num_batched_tokens=max_num_batched_tokens,
-                    weights_gib_per_gpu=weights_gib_per_gpu if pp == 1 else None,
-                    checkpoint_gib=checkpoint_gib,
-                    vllm_version=vllm_version,
-                    gpu_count=gpus,
-                    block_size=backend["block_size"] if backend else DEFAULT_BLOCK_SIZE,
-                    mm_encoder_tp_mode=mm_encoder_tp_mode,
-                    interconnect=interconnect,
-                )
-                candidates.append(plan)
+    model_max = int(arch["max_position_embeddings"] or 8192)
+    target = target_max_model_len or model_max
+
+    def search(length: int) -> list[dict[str, Any]]:
+        found = []
+        for tp in _pow2_divisors(gpus):
+            pp = gpus // tp
+            for dcp in _pow2_divisors(tp) if arch["use_mla"] else [1]:
+                for dtype in dtypes:
+                    found.append(
+                        plan_memory(
+                            hf_config,
+                            gpu_memory_gib=gpu_memory_gib,
+                            tensor_parallel_size=tp,
+                            pipeline_parallel_size=pp,
+                            decode_context_parallel_size=dcp,
+                            gpu_memory_utilization=gpu_memory_utilization,
+                            kv_cache_dtype=dtype,
+                            max_model_len=length,
+                            max_num_seqs=max_num_seqs,
+                            max_num_batched_tokens=max_num_batched_tokens,
+                            weights_gib_per_gpu=weights_gib_per_gpu if pp == 1 else None,
+                            checkpoint_gib=checkpoint_gib,
+                            vllm_version=vllm_version,
+                            gpu_count=gpus,
+                            block_size=backend["block_size"] if backend else DEFAULT_BLOCK_SIZE,
+                            mm_encoder_tp_mode=mm_encoder_tp_mode,
+                            interconnect=interconnect,
+                        )
+                    )
+        return found
+
+    candidates = search(target)
     fitting = [p for p in candidates if p["fits"]]
+    if not fitting and target_max_model_len is None:
+        # Like vLLM's max_model_len auto-fit: shorten the context to what the best layout holds.
+        usable = [p for p in candidates if not p["input_errors"] and p["kv_cache_gib_per_gpu"] > 0]
+        if usable:
+            best_len = max(
+                max_model_len_that_fits(
+                    [{"kind": "full", "window": None}],
+                    p["num_gpu_blocks"],
+                    block=p["block_size"],
+                    dcp=p["layout"]["decode_context_parallel_size"],
+                    mnbt=p["max_num_batched_tokens"],
+                )
+                for p in usable
+            )
+            target = min(model_max, best_len // 1024 * 1024)
+            if target >= 1024:
+                notes.append(
+                    f"the model's {model_max:,}-token context does not fit; max_model_len {target:,}"
+                )
+                candidates = search(target)
+                fitting = [p for p in candidates if p["fits"]]
     if not fitting:
         best_effort = max(candidates, key=lambda p: p["kv_cache_gib_per_gpu"])
         return {
@@ -1251,6 +1279,8 @@ def recommend_layout(
         f"{best['kv_cache_tokens']:,} KV tokens with {best['kv_cache_dtype']} KV; "
         f"{best['max_concurrency']}x requests of {target:,} tokens",
     ]
+    if lay["decode_context_parallel_size"] > 1 and best["kv_cache_dtype"] == "fp8" and arch["use_mla"]:
+        notes.append("FP8 KV together with DCP on MLA needs vLLM PR #34795 in the installed build")
     if lay["decode_context_parallel_size"] > 1:
         reasons.append(
             "decode context parallel shards the MLA latent cache over tokens instead of duplicating it on "

@@ -436,6 +436,21 @@ def test_recommend_prefers_dcp_for_mla_and_respects_fp8_availability():
     assert new["plan"]["kv_cache_tokens"] > old["plan"]["kv_cache_tokens"]
 
 
+def test_recommend_shortens_context_when_the_full_one_does_not_fit():
+    r = lc.recommend_layout(config(LLAMA8B), gpu_memory_gib=24, gpu_count=1, gpu_memory_utilization=0.9)
+    assert r["fits"] and r["max_model_len"] < 131072 and r["max_model_len"] % 1024 == 0
+    assert any("does not fit" in n for n in r["notes"])
+    assert (
+        lc.plan_memory(config(LLAMA8B), gpu_memory_gib=24, max_model_len=r["max_model_len"] + 16384)["fits"]
+        is False
+    )
+
+
+def test_data_parallel_replicas_multiply_tokens():
+    p = plan(LLAMA8B, data_parallel_size=2, kv_cache_memory_gib=10)
+    assert p["kv_cache_tokens_all_replicas"] == 2 * p["kv_cache_tokens"]
+
+
 def test_recommend_reports_no_fit():
     r = lc.recommend_layout(config("Qwen__Qwen2.5-72B-Instruct"), gpu_memory_gib=24, gpu_count=2)
     assert r["fits"] is False and r["reasons"]
