@@ -1,0 +1,1 @@
+../../../filter_plugins/gpu_checks.py

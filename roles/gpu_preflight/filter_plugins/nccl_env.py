@@ -1,0 +1,1 @@
+../../../filter_plugins/nccl_env.py
