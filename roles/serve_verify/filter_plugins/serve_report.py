@@ -1,0 +1,1 @@
+../../../filter_plugins/serve_report.py
