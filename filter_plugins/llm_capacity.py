@@ -187,7 +187,14 @@ def _pow2_divisors(n: int) -> list[int]:
 
 # Values transformers fills in when a published config.json leaves them out (configuration_*.py).
 _MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "gemma3_text": {"vocab_size": 262208, "sliding_window_pattern": 6, "max_position_embeddings": 131072},
+    "gemma3_text": {
+        "vocab_size": 262208,
+        "sliding_window_pattern": 6,
+        "max_position_embeddings": 131072,
+        "tie_word_embeddings": True,
+    },
+    "gemma2": {"tie_word_embeddings": True},
+    "gemma": {"tie_word_embeddings": True},
 }
 
 

@@ -103,6 +103,16 @@ def test_max_concurrency_matches_log(record):
     assert plan["max_concurrency"] == pytest.approx(record["max_concurrency"], rel=TOKEN_TOLERANCE)
 
 
+@pytest.mark.parametrize(
+    "record", [r for r in records() if "vision tower" not in r["notes"]], ids=lambda r: r["id"]
+)
+def test_tokens_from_the_config_alone(record):
+    # Nothing logged: weights from config.json + quantization_config, profile terms modelled.
+    plan = lc.plan_memory(model_config(record), **common(record))
+    err = (plan["kv_cache_tokens"] - record["kv_cache_tokens"]) / record["kv_cache_tokens"]
+    assert abs(err) <= 0.05, f"{record['id']}: {err:+.2%}"
+
+
 def test_summary(capsys):
     recs = records()
     tokens = [abs(token_error(r)) for r in recs]
