@@ -162,13 +162,25 @@ def _int_field(cfg: dict[str, Any], key: str, *, required: bool = True, default:
     return int(value)
 
 
+def _numeric(value: Any, kind: type) -> Any:
+    # Ansible variables can arrive as strings ("8", "0.93"); accept those, never booleans.
+    if isinstance(value, str):
+        try:
+            return kind(value.strip())
+        except ValueError:
+            return value
+    return value
+
+
 def _positive_int(name: str, value: Any) -> int:
+    value = _numeric(value, int)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise PlanInputError(name, f"expected an integer >= 1, got {value!r}")
     return value
 
 
 def _positive_float(name: str, value: Any, *, upper: float | None = None) -> float:
+    value = _numeric(value, float)
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise PlanInputError(name, f"expected a number > 0, got {value!r}")
     if upper is not None and value > upper:
@@ -944,13 +956,13 @@ def plan_memory(
             "weights_gib_per_gpu", "give either weights_gib_per_gpu or checkpoint_gib, not both"
         )
     if weights_gib_per_gpu is not None:
-        _positive_float("weights_gib_per_gpu", weights_gib_per_gpu)
+        weights_gib_per_gpu = _positive_float("weights_gib_per_gpu", weights_gib_per_gpu)
     if checkpoint_gib is not None:
-        _positive_float("checkpoint_gib", checkpoint_gib)
+        checkpoint_gib = _positive_float("checkpoint_gib", checkpoint_gib)
     if kv_cache_memory_gib is not None:
-        _positive_float("kv_cache_memory_gib", kv_cache_memory_gib)
+        kv_cache_memory_gib = _positive_float("kv_cache_memory_gib", kv_cache_memory_gib)
     if gpu_count is not None:
-        _positive_int("gpu_count", gpu_count)
+        gpu_count = _positive_int("gpu_count", gpu_count)
     if interconnect not in ("nvlink", "pcie"):
         raise PlanInputError("interconnect", f"expected 'nvlink' or 'pcie', got {interconnect!r}")
     if mm_encoder_tp_mode not in ("weights", "data"):

@@ -394,6 +394,18 @@ def test_bad_inputs_raise_naming_the_input(kw, field):
     assert isinstance(err.value, ValueError)
 
 
+def test_numeric_strings_from_ansible_are_accepted():
+    as_text = plan(LLAMA8B, tensor_parallel_size="2", gpu_memory_utilization="0.95", kv_cache_memory_gib="10")
+    assert (
+        as_text["kv_cache_tokens"]
+        == plan(LLAMA8B, tensor_parallel_size=2, kv_cache_memory_gib=10)["kv_cache_tokens"]
+    )
+    with pytest.raises(lc.PlanInputError, match="tensor_parallel_size"):
+        plan(LLAMA8B, tensor_parallel_size="two")
+    with pytest.raises(lc.PlanInputError, match="tensor_parallel_size"):
+        plan(LLAMA8B, tensor_parallel_size=True)
+
+
 # --- recommendation ------------------------------------------------------------------------------
 
 
