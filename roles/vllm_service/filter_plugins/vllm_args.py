@@ -1,0 +1,1 @@
+../../../filter_plugins/vllm_args.py
