@@ -280,6 +280,17 @@ def _layer_kinds(text: dict[str, Any], layers: int, warnings: list[str]) -> tupl
     return ["full"] * layers, None
 
 
+def _derived_max_len(text: dict[str, Any]) -> int | None:
+    """Default max_model_len. vllm/config/model.py: YaRN scaling gives original x factor."""
+    length = text.get("max_position_embeddings")
+    rope = text.get("rope_scaling") or text.get("rope_parameters")
+    if isinstance(rope, dict) and (rope.get("rope_type") or rope.get("type")) == "yarn":
+        original, factor = rope.get("original_max_position_embeddings"), rope.get("factor")
+        if original and factor:
+            return max(int(original * factor), int(length or 0))
+    return int(length) if length else None
+
+
 def _moe_layers(text: dict[str, Any], layers: int, experts: int) -> list[bool]:
     if not experts:
         return [False] * layers
@@ -362,7 +373,7 @@ def normalize_architecture(hf_config: dict[str, Any]) -> dict[str, Any]:
         "head_dim": head_dim,
         "vocab_size": vocab,
         "intermediate_size": dense_intermediate,
-        "max_position_embeddings": text.get("max_position_embeddings"),
+        "max_position_embeddings": _derived_max_len(text),
         "tie_word_embeddings": bool(text.get("tie_word_embeddings", hf_config.get("tie_word_embeddings"))),
         "dtype": dtype_name,
         "dtype_bytes": _DTYPE_BYTES.get(dtype_name, 2),
@@ -827,8 +838,13 @@ def estimate_non_torch_gib(*, tp: int, pp: int, interconnect: str = "nvlink") ->
     return base
 
 
-def estimate_cudagraph_gib(layers_on_rank: int) -> float:
-    return CUDAGRAPH_BASE_GIB + CUDAGRAPH_PER_LAYER_GIB * layers_on_rank
+def estimate_cudagraph_gib(layers_on_rank: int, max_num_seqs: int = 1024) -> float:
+    """Profiled CUDA-graph memory. The coefficients hold for the default capture sizes up to 512
+    (vllm/config/compilation.py: largest capture size min(2 x max_num_seqs, 512)); smaller batches
+    capture fewer and smaller graphs, scaled here by the largest size (rough)."""
+    largest = min(2 * max_num_seqs, 512)
+    scale = 0.3 + 0.7 * largest / 512
+    return (CUDAGRAPH_BASE_GIB + CUDAGRAPH_PER_LAYER_GIB * layers_on_rank) * scale
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1034,7 +1050,7 @@ def plan_memory(
             arch, tp=tp, stage=s, pp=pp, expert_parallel=enable_expert_parallel, max_num_seqs=seqs, mnbt=mnbt
         )
         non_torch = estimate_non_torch_gib(tp=tp, pp=pp, interconnect=interconnect)
-        graphs = 0.0 if enforce_eager else estimate_cudagraph_gib(layers_here)
+        graphs = 0.0 if enforce_eager else estimate_cudagraph_gib(layers_here, seqs)
         if kv_cache_memory_gib is not None:
             avail = float(kv_cache_memory_gib)
         else:

@@ -314,6 +314,21 @@ def test_cudagraph_memory_subtracted_from_0_21():
     assert eager["kv_cache_gib_per_gpu"] == pytest.approx(old["kv_cache_gib_per_gpu"], abs=1e-3)
 
 
+def test_cudagraph_estimate_shrinks_with_small_batches():
+    assert lc.estimate_cudagraph_gib(32, 4) < 0.5 * lc.estimate_cudagraph_gib(32, 1024)
+    assert lc.estimate_cudagraph_gib(32, 256) == lc.estimate_cudagraph_gib(32, 1024)  # both capture up to 512
+
+
+def test_yarn_scaling_sets_the_default_context():
+    cfg = dict(
+        config(QWEN3MOE),
+        max_position_embeddings=32768,
+        rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
+    )
+    assert lc.normalize_architecture(cfg)["max_position_embeddings"] == 131072
+    assert lc.plan_memory(cfg, gpu_memory_gib=80, kv_cache_memory_gib=50)["max_model_len"] == 131072
+
+
 def test_activation_grows_with_batch_and_sampler_rows():
     small = plan(LLAMA8B, max_num_seqs=256, max_num_batched_tokens=2048)
     big = plan(LLAMA8B, max_num_seqs=1024, max_num_batched_tokens=8192)
