@@ -280,6 +280,29 @@ def _layer_kinds(text: dict[str, Any], layers: int, warnings: list[str]) -> tupl
     return ["full"] * layers, None
 
 
+def _linear_state(text: dict[str, Any]) -> dict[str, Any] | None:
+    """Shape of a Gated DeltaNet (linear_*) or Mamba2 (mamba_* / ssm_*) layer's recurrent state."""
+    if text.get("linear_num_value_heads"):
+        return {
+            "type": "gdn",
+            "k_heads": int(text.get("linear_num_key_heads") or text["linear_num_value_heads"]),
+            "k_dim": int(text.get("linear_key_head_dim") or 128),
+            "v_heads": int(text["linear_num_value_heads"]),
+            "v_dim": int(text.get("linear_value_head_dim") or 128),
+            "kernel": int(text.get("linear_conv_kernel_dim") or 4),
+        }
+    if text.get("mamba_num_heads") and text.get("ssm_state_size"):
+        return {
+            "type": "mamba2",
+            "heads": int(text["mamba_num_heads"]),
+            "head_dim": int(text.get("mamba_head_dim") or 64),
+            "state": int(text["ssm_state_size"]),
+            "groups": int(text.get("n_groups") or text.get("mamba_n_groups") or 1),
+            "kernel": int(text.get("conv_kernel") or text.get("mamba_d_conv") or 4),
+        }
+    return None
+
+
 def _derived_max_len(text: dict[str, Any]) -> int | None:
     """Default max_model_len. vllm/config/model.py: YaRN scaling gives original x factor."""
     length = text.get("max_position_embeddings")
@@ -356,10 +379,10 @@ def normalize_architecture(hf_config: dict[str, Any]) -> dict[str, Any]:
         elif str(text.get("model_type", "")).startswith("llama4"):
             shared_intermediate = intermediate  # one shared expert of the expert width
     kinds, window = _layer_kinds(text, layers, warnings)
-    if "linear" in kinds:
+    linear_state = _linear_state(text)
+    if "linear" in kinds and linear_state is None:
         warnings.append(
-            "linear-attention / mamba layers keep a per-sequence state that vLLM pads into the KV pages; "
-            "only the attention layers are counted here"
+            "linear-attention / mamba layers of an unknown kind: their per-sequence state is not counted"
         )
     dtype_name = str(text.get("torch_dtype") or text.get("dtype") or "bfloat16")
     quant = text.get("quantization_config") or hf_config.get("quantization_config")
@@ -395,6 +418,7 @@ def normalize_architecture(hf_config: dict[str, Any]) -> dict[str, Any]:
         "layer_kinds": kinds,
         "window": window,
         "vision_params": _vision_params(hf_config, hidden),
+        "linear_state": linear_state if "linear" in kinds else None,
         "quantization_config": quant if isinstance(quant, dict) else None,
         "warnings": warnings,
     }
@@ -527,7 +551,20 @@ def parameter_inventory(arch: dict[str, Any]) -> list[dict[str, Any]]:
     for i in range(arch["num_hidden_layers"]):
         p = f"model.layers.{i}"
         add(f"{p}.input_layernorm", 2 * h, "replicated", i, quant=False)
-        if arch["use_mla"]:
+        state = arch.get("linear_state")
+        if arch["layer_kinds"][i] == "linear" and state:
+            if state["type"] == "gdn":  # in_proj_qkvz + in_proj_ba, out_proj
+                kd, vd = state["k_heads"] * state["k_dim"], state["v_heads"] * state["v_dim"]
+                add(f"{p}.linear_attn.in_proj", h * (2 * kd + 2 * vd + 2 * state["v_heads"]), "tp", i)
+                add(f"{p}.linear_attn.out_proj", vd * h, "tp", i)
+            else:  # Mamba2 in_proj (z, x, B, C, dt) and out_proj
+                inner = state["heads"] * state["head_dim"]
+                width = 2 * inner + 2 * state["groups"] * state["state"] + state["heads"]
+                add(f"{p}.mixer.in_proj", h * width, "tp", i)
+                add(f"{p}.mixer.out_proj", inner * h, "tp", i)
+        elif arch["layer_kinds"][i] == "none":
+            pass
+        elif arch["use_mla"]:
             nope, rope, v = arch["qk_nope_head_dim"], arch["qk_rope_head_dim"], arch["v_head_dim"]
             q_lora = arch["q_lora_rank"]
             if q_lora:
@@ -665,11 +702,44 @@ def resolve_kv_dtype(kv_cache_dtype: str, arch: dict[str, Any], warnings: list[s
     return kv_cache_dtype, 2.0
 
 
+def _linear_state_bytes(arch: dict[str, Any], tp: int) -> int | None:
+    """Recurrent state of one linear-attention / Mamba layer on one rank, in bytes.
+
+    Gated DeltaNet (Qwen3-Next, vllm/model_executor/models/qwen3_next.py) and Mamba2
+    (mamba_mixer2.py): a conv state of (conv_dim / tp, kernel - 1) and a temporal state, both in the
+    model dtype (cache_config.mamba_ssm_cache_dtype "auto").
+    """
+    state = arch.get("linear_state")
+    if not state:
+        return None
+    dtype = arch["dtype_bytes"]
+    if state["type"] == "gdn":
+        conv_dim = 2 * state["k_heads"] * state["k_dim"] + state["v_heads"] * state["v_dim"]
+        temporal = _cdiv(state["v_heads"], tp) * state["k_dim"] * state["v_dim"]
+    else:
+        conv_dim = state["heads"] * state["head_dim"] + 2 * state["groups"] * state["state"]
+        temporal = _cdiv(state["heads"], tp) * state["head_dim"] * state["state"]
+    return (_cdiv(conv_dim, tp) * (state["kernel"] - 1) + temporal) * dtype
+
+
 def kv_layer_specs(arch: dict[str, Any], *, tp: int, kv_dtype: str, kv_bytes: float) -> list[dict[str, Any]]:
-    """Per-layer KV spec on one rank: kind, bytes per token, window."""
+    """Per-layer KV spec on one rank: kind, bytes per token (or state bytes), window."""
     specs = []
+    state_bytes = _linear_state_bytes(arch, tp)
     for i, kind in enumerate(arch["layer_kinds"]):
-        if kind in ("linear", "none"):
+        if kind == "none":
+            continue
+        if kind == "linear":
+            if state_bytes is not None:
+                specs.append(
+                    {
+                        "layer": i,
+                        "kind": "mamba",
+                        "bytes_per_token": 0,
+                        "state_bytes": state_bytes,
+                        "window": None,
+                    }
+                )
             continue
         if arch["use_mla"]:
             latent = arch["kv_lora_rank"] + arch["qk_rope_head_dim"]
@@ -695,8 +765,11 @@ def kv_layer_specs(arch: dict[str, Any], *, tp: int, kv_dtype: str, kv_bytes: fl
     return specs
 
 
-def _group_layers(specs: list[dict[str, Any]], hybrid: bool) -> list[dict[str, Any]]:
-    """kv_cache_utils.py get_kv_cache_groups: one group, one uniform-type group, or equal-size groups."""
+def _group_layers(specs: list[dict[str, Any]], hybrid: bool, block_size: int) -> list[dict[str, Any]]:
+    """kv_cache_utils.py get_kv_cache_groups: one group, one uniform-type group, or equal-size groups.
+
+    Each group carries its page (bytes per block per layer) and block (tokens per block).
+    """
     if not specs:
         return []
     if not hybrid:
@@ -704,30 +777,71 @@ def _group_layers(specs: list[dict[str, Any]], hybrid: bool) -> list[dict[str, A
             dict(s, kind="full" if s["kind"] in ("sliding", "chunked") else s["kind"], window=None)
             for s in specs
         ]
-    keys = {(s["kind"], s["bytes_per_token"]) for s in specs}
+    attn = [s for s in specs if s["kind"] != "mamba"]
+    if len(attn) < len(specs) and attn:
+        # models/config.py HybridAttentionMambaModelConfig: the attention block grows (in steps of 16
+        # tokens) until an attention page holds a Mamba state; the Mamba page is padded to it.
+        per_token = max(s["bytes_per_token"] for s in attn)
+        state = max(s["state_bytes"] for s in specs if s["kind"] == "mamba")
+        block_size = max(block_size, 16 * _cdiv(state, 16 * per_token))
+    for s in specs:
+        s["block"] = block_size
+        s["page"] = s["bytes_per_token"] * block_size
+    for s in specs:
+        if s["kind"] == "mamba":
+            s["page"] = max(x["page"] for x in specs)
+    keys = {(s["kind"], s["page"]) for s in specs}
     if len(keys) == 1:
-        return [{"kind": specs[0]["kind"], "window": specs[0]["window"], "members": specs}]
+        first = specs[0]
+        return [
+            {
+                "kind": first["kind"],
+                "window": first["window"],
+                "page": first["page"],
+                "block": block_size,
+                "members": specs,
+            }
+        ]
     kinds = {s["kind"] for s in specs}
     if kinds <= {"full", "mla", "indexer"}:
         # All layers need a slot for every token: UniformTypeKVCacheSpecs, one group, page = sum.
-        return [{"kind": "uniform_type", "window": None, "members": specs}]
-    by_type: dict[tuple[str, float], list[dict[str, Any]]] = {}
+        return [{"kind": "uniform_type", "window": None, "page": None, "block": block_size, "members": specs}]
+    # unify_kv_cache_spec_page_size: smaller pages get proportionally larger blocks.
+    max_page = max(s["page"] for s in specs)
     for s in specs:
-        by_type.setdefault((s["kind"], s["bytes_per_token"]), []).append(s)
+        if s["page"] != max_page:
+            if max_page % s["page"]:
+                raise PlanInputError("hf_config", "layer page sizes cannot be unified (vLLM raises too)")
+            s["block"] = s["block"] * (max_page // s["page"])
+            s["page"] = max_page
+    by_type: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for s in specs:
+        by_type.setdefault((s["kind"], s["block"]), []).append(s)
     sizes = [len(v) for v in by_type.values()]
     group_size = min(sizes)
     if max(sizes) < group_size * 1.5:
         group_size = max(sizes)
     groups = []
-    for (kind, _), members in by_type.items():
+    for (kind, blk), members in by_type.items():
         count = _cdiv(len(members), group_size)
         for g in range(count):
-            groups.append({"kind": kind, "window": members[0]["window"], "members": members[g::count]})
+            groups.append(
+                {
+                    "kind": kind,
+                    "window": members[0]["window"],
+                    "page": max_page,
+                    "block": blk,
+                    "members": members[g::count],
+                }
+            )
     return groups
 
 
-def _blocks_per_request(group: dict[str, Any], *, max_model_len: int, block: int, dcp: int, mnbt: int) -> int:
+def _blocks_per_request(group: dict[str, Any], *, max_model_len: int, dcp: int, mnbt: int) -> int:
     """Blocks one request of max_model_len needs in a group (KVCacheSpec.max_memory_usage_bytes)."""
+    block = group["block"]
+    if group["kind"] == "mamba":  # one state per sequence (mamba_cache_mode "none")
+        return 1
     if group["kind"] == "sliding":
         return _cdiv(min(group["window"] - 1 + mnbt, max_model_len), block) + 1
     if group["kind"] == "chunked":
@@ -740,7 +854,6 @@ def kv_capacity(
     stage_memory_bytes: list[float],
     stage_of_layer: list[int],
     *,
-    block_size: int,
     dcp: int,
     max_model_len: int,
     max_num_batched_tokens: int,
@@ -750,27 +863,23 @@ def kv_capacity(
     blocks_by_stage = []
     page_by_stage = []
     for stage in range(pp):
-        if groups and groups[0]["kind"] == "uniform_type" and len(groups) == 1:
-            page = sum(
-                m["bytes_per_token"] for m in groups[0]["members"] if stage_of_layer[m["layer"]] == stage
-            )
-            page *= block_size
+        if groups and groups[0]["kind"] == "uniform_type":
+            page = sum(m["page"] for m in groups[0]["members"] if stage_of_layer[m["layer"]] == stage)
             nblocks = int(stage_memory_bytes[stage] // page) if page else 0
         else:
             counts = [sum(1 for m in g["members"] if stage_of_layer[m["layer"]] == stage) for g in groups]
             group_size = max(counts) if counts else 0
-            page = groups[0]["members"][0]["bytes_per_token"] * block_size if groups else 0
+            page = groups[0]["page"] if groups else 0
             nblocks = int(stage_memory_bytes[stage] // page // group_size) if group_size else 0
             page *= group_size
         blocks_by_stage.append(max(nblocks, 0))
         page_by_stage.append(page)
     num_blocks = min(blocks_by_stage) if blocks_by_stage else 0
     n_groups = max(len(groups), 1)
-    tokens = num_blocks // n_groups * block_size * dcp
+    min_block = min((g["block"] for g in groups), default=DEFAULT_BLOCK_SIZE)
+    tokens = num_blocks // n_groups * min_block * dcp
     need = sum(
-        _blocks_per_request(
-            g, max_model_len=max_model_len, block=block_size, dcp=dcp, mnbt=max_num_batched_tokens
-        )
+        _blocks_per_request(g, max_model_len=max_model_len, dcp=dcp, mnbt=max_num_batched_tokens)
         for g in groups
     )
     return {
@@ -778,20 +887,19 @@ def kv_capacity(
         "num_blocks_by_stage": blocks_by_stage,
         "bytes_per_block_by_stage": page_by_stage,
         "kv_cache_groups": len(groups),
+        "block_size": min_block,
         "blocks_per_request": need,
         "kv_cache_tokens": tokens,
         "max_concurrency": round(num_blocks / need, 2) if need else 0.0,
     }
 
 
-def max_model_len_that_fits(
-    groups: list[dict[str, Any]], num_blocks: int, *, block: int, dcp: int, mnbt: int
-) -> int:
+def max_model_len_that_fits(groups: list[dict[str, Any]], num_blocks: int, *, dcp: int, mnbt: int) -> int:
     """Largest max_model_len whose single request fits in num_blocks (vLLM's estimate on failure)."""
     lo, hi, best = 1, 1 << 26, 0
     while lo <= hi:
         mid = (lo + hi) // 2
-        need = sum(_blocks_per_request(g, max_model_len=mid, block=block, dcp=dcp, mnbt=mnbt) for g in groups)
+        need = sum(_blocks_per_request(g, max_model_len=mid, dcp=dcp, mnbt=mnbt) for g in groups)
         if need <= num_blocks:
             best, lo = mid, mid + 1
         else:
@@ -1071,13 +1179,12 @@ def plan_memory(
     # Chunked local attention turns the hybrid manager off unless
     # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE is set (vllm/config/vllm.py).
     hybrid = not disable_hybrid_kv_cache_manager and "chunked" not in arch["layer_kinds"]
-    groups = _group_layers(specs, hybrid)
+    groups = _group_layers(specs, hybrid, block)
     memory = [max(st["kv_cache_gib"], 0.0) * GIB for st in stages]
     cap = kv_capacity(
         groups,
         memory,
         stage_of,
-        block_size=block,
         dcp=dcp,
         max_model_len=model_len,
         max_num_batched_tokens=mnbt,
@@ -1101,7 +1208,7 @@ def plan_memory(
             "use more GPUs or a smaller quantization"
         )
     elif cap["blocks_per_request"] > cap["num_blocks"]:
-        fit_len = max_model_len_that_fits(groups, cap["num_blocks"], block=block, dcp=dcp, mnbt=mnbt)
+        fit_len = max_model_len_that_fits(groups, cap["num_blocks"], dcp=dcp, mnbt=mnbt)
         reasons.append(
             f"one request of max_model_len {model_len} needs {cap['blocks_per_request']} KV blocks but only "
             f"{cap['num_blocks']} fit; the largest max_model_len that fits is {fit_len}"
@@ -1129,7 +1236,7 @@ def plan_memory(
         "max_model_len": model_len,
         "max_num_seqs": seqs,
         "max_num_batched_tokens": mnbt,
-        "block_size": block,
+        "block_size": cap["block_size"],
         "num_gpu_blocks": cap["num_blocks"],
         "kv_cache_groups": cap["kv_cache_groups"],
         "blocks_per_request": cap["blocks_per_request"],
@@ -1274,9 +1381,8 @@ def recommend_layout(
         if usable:
             best_len = max(
                 max_model_len_that_fits(
-                    [{"kind": "full", "window": None}],
+                    [{"kind": "full", "window": None, "block": p["block_size"]}],
                     p["num_gpu_blocks"],
-                    block=p["block_size"],
                     dcp=p["layout"]["decode_context_parallel_size"],
                     mnbt=p["max_num_batched_tokens"],
                 )

@@ -187,6 +187,52 @@ def test_sliding_window_saves_concurrency_at_long_context():
     assert long["max_concurrency"] > short["max_concurrency"] / 16 * 1.5
 
 
+# Shape of a Qwen3-Next style hybrid (Gated DeltaNet + full attention every 4th layer); illustrative.
+QWEN3_NEXT_LIKE = {
+    "model_type": "qwen3_next",
+    "hidden_size": 2048,
+    "num_hidden_layers": 48,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 2,
+    "head_dim": 256,
+    "full_attention_interval": 4,
+    "linear_num_value_heads": 32,
+    "linear_num_key_heads": 16,
+    "linear_key_head_dim": 128,
+    "linear_value_head_dim": 128,
+    "linear_conv_kernel_dim": 4,
+    "num_experts": 512,
+    "num_experts_per_tok": 10,
+    "moe_intermediate_size": 512,
+    "shared_expert_intermediate_size": 512,
+    "intermediate_size": 5120,
+    "vocab_size": 151936,
+    "max_position_embeddings": 262144,
+}
+
+
+def test_gated_deltanet_hybrid_pads_attention_blocks_to_the_state():
+    p = lc.plan_memory(QWEN3_NEXT_LIKE, gpu_memory_gib=80, kv_cache_memory_gib=10, max_model_len=32768)
+    state = (8192 // 1) * 3 * 2 + 32 * 128 * 128 * 2  # conv (conv_dim x 3) + temporal state, bf16
+    attn_per_token = 2 * 2 * 256 * 2
+    block = 16 * -(-state // (16 * attn_per_token))
+    assert p["block_size"] == block == 544
+    # 12 attention + 36 linear layers -> 1 + 3 groups of 12, pages of block x attention bytes.
+    assert p["kv_cache_groups"] == 4
+    blocks = int(10 * GIB // (block * attn_per_token) // 12)
+    assert p["num_gpu_blocks"] == blocks
+    assert p["kv_cache_tokens"] == blocks // 4 * block
+    assert p["blocks_per_request"] == -(-32768 // block) + 3  # one state block per linear group
+    assert p["kv_bytes_per_token_per_rank"] == 12 * attn_per_token
+
+
+def test_tp_shards_the_linear_attention_state():
+    one = lc.plan_memory(QWEN3_NEXT_LIKE, gpu_memory_gib=80, kv_cache_memory_gib=10)
+    two = lc.plan_memory(QWEN3_NEXT_LIKE, gpu_memory_gib=80, kv_cache_memory_gib=10, tensor_parallel_size=2)
+    assert two["block_size"] == one["block_size"]  # state and attention heads both halve
+    assert two["kv_cache_tokens"] >= 2 * one["kv_cache_tokens"] - 2 * one["block_size"]
+
+
 # --- pipeline / expert parallel -------------------------------------------------------------------
 
 
