@@ -596,8 +596,8 @@ def facts_from_probes(probes: dict[str, Any], port: int = 8000) -> dict[str, Any
         error = None
     elif nvml["error"]:
         error = nvml["error"]
-    elif csv_rc == 127 or "No such file" in csv_err:
-        error = "nvidia-smi not found on PATH"
+    elif csv_rc == 127 or "No such file" in csv_err or "Error executing command" in csv_err:
+        error = f"nvidia-smi could not be run: not installed or not on PATH (rc {csv_rc})"
     else:
         error = (csv_err or csv_out).strip() or f"nvidia-smi exited with {csv_rc}"
 
