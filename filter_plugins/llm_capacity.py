@@ -1299,7 +1299,16 @@ def mla_backend(compute_capability: str | None, vllm_version: str) -> dict[str, 
     if major == 10:
         return {"backend": "FLASHINFER_MLA", "fp8_kv": True, "block_size": 64, "reason": "SM 10.x"}
     if major == 9:
-        return {"backend": "FLASHMLA", "fp8_kv": True, "block_size": 64, "reason": "SM 9.x"}
+        # FLASH_ATTN_MLA is picked first on Hopper (seen on H200 with vLLM 0.22) but has no FP8 cache;
+        # an FP8 cache moves to FLASHMLA (block 64).
+        return {
+            "backend": "FLASH_ATTN_MLA",
+            "fp8_kv": True,
+            "fp8_backend": "FLASHMLA",
+            "block_size": DEFAULT_BLOCK_SIZE,
+            "fp8_block_size": 64,
+            "reason": "SM 9.x: FLASH_ATTN_MLA for a 16-bit cache, FLASHMLA for FP8",
+        }
     fp8 = version >= TRITON_MLA_FP8_SINCE
     reason = f"SM {compute_capability}: TRITON_MLA is the only MLA decode backend; " + (
         "it takes an FP8 cache (vLLM PR #34597)"
@@ -1307,6 +1316,14 @@ def mla_backend(compute_capability: str | None, vllm_version: str) -> dict[str, 
         else f"FP8 KV needs vLLM PR #34597 (assumed from {'.'.join(map(str, TRITON_MLA_FP8_SINCE))})"
     )
     return {"backend": "TRITON_MLA", "fp8_kv": fp8, "block_size": DEFAULT_BLOCK_SIZE, "reason": reason}
+
+
+def _backend_block(backend: dict[str, Any] | None, kv_dtype: str) -> int:
+    if not backend:
+        return DEFAULT_BLOCK_SIZE
+    if kv_dtype.startswith("fp8"):
+        return backend.get("fp8_block_size", backend["block_size"])
+    return backend["block_size"]
 
 
 def recommend_layout(
@@ -1325,8 +1342,14 @@ def recommend_layout(
     kv_cache_dtypes: list[str] | None = None,
     mm_encoder_tp_mode: str = "weights",
     interconnect: str = "nvlink",
+    target_concurrency: float = 16.0,
 ) -> dict[str, Any]:
-    """Search TP/PP/DCP and KV dtype; return the layout with the most KV tokens that fits."""
+    """Search TP/PP/DCP and KV dtype for the given GPUs; return the layout that fits with the reasons.
+
+    Preference: no pipeline stages if possible, then room for ``target_concurrency`` requests of the
+    target context, then the cheaper settings (16-bit KV, no or small DCP), then the most KV tokens.
+    """
+    target_concurrency = _positive_float("target_concurrency", target_concurrency)
     gpus = _positive_int("gpu_count", gpu_count)
     arch = normalize_architecture(hf_config)
     notes: list[str] = []
@@ -1366,7 +1389,7 @@ def recommend_layout(
                             checkpoint_gib=checkpoint_gib,
                             vllm_version=vllm_version,
                             gpu_count=gpus,
-                            block_size=backend["block_size"] if backend else DEFAULT_BLOCK_SIZE,
+                            block_size=_backend_block(backend, dtype),
                             mm_encoder_tp_mode=mm_encoder_tp_mode,
                             interconnect=interconnect,
                         )
@@ -1408,9 +1431,16 @@ def recommend_layout(
 
     def score(p: dict[str, Any]) -> tuple[Any, ...]:
         lay = p["layout"]
-        # Fewest pipeline stages first (PP adds bubbles and a second copy of the sampler workspace),
-        # then the most KV tokens (the FP8 / DCP options exist for exactly that).
-        return (-lay["pipeline_parallel_size"], p["kv_cache_tokens"])
+        # Fewest pipeline stages (PP adds bubbles); then enough room for target_concurrency requests
+        # of max_model_len; then the cheaper settings (16-bit cache, smaller DCP: DCP adds an
+        # all-gather per decode step); then the most KV tokens.
+        return (
+            -lay["pipeline_parallel_size"],
+            min(p["max_concurrency"], target_concurrency),
+            p["kv_cache_dtype"] != "fp8",
+            -lay["decode_context_parallel_size"],
+            p["kv_cache_tokens"],
+        )
 
     best = max(fitting, key=score)
     lay = best["layout"]
@@ -1435,7 +1465,11 @@ def recommend_layout(
         "kv_cache_dtype": best["kv_cache_dtype"],
         "gpu_memory_utilization": lay["gpu_memory_utilization"],
         "max_model_len": target,
-        "attention_backend": backend["backend"] if backend else None,
+        "attention_backend": (
+            backend.get("fp8_backend", backend["backend"])
+            if backend and best["kv_cache_dtype"] == "fp8"
+            else (backend["backend"] if backend else None)
+        ),
         "reasons": reasons,
         "notes": notes,
         "plan": best,

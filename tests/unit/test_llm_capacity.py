@@ -478,35 +478,27 @@ def test_mla_backend_by_compute_capability_and_version():
         "reason": lc.mla_backend("12.0", "0.19.1")["reason"],
     }
     assert lc.mla_backend("12.0", "0.22.0")["fp8_kv"] is True
-    assert lc.mla_backend("9.0", "0.22.0")["backend"] == "FLASHMLA"
+    assert lc.mla_backend("9.0", "0.22.0")["backend"] == "FLASH_ATTN_MLA"
+    assert lc.mla_backend("9.0", "0.22.0")["fp8_backend"] == "FLASHMLA"
     assert lc.mla_backend("10.0", "0.22.0")["backend"] == "FLASHINFER_MLA"
     with pytest.raises(lc.PlanInputError, match="compute_capability"):
         lc.mla_backend("sm120", "0.22.0")
 
 
-def test_recommend_prefers_dcp_for_mla_and_respects_fp8_availability():
+def test_recommend_uses_dcp_and_fp8_only_when_needed():
     cfg = config(DSV2)
-    old = lc.recommend_layout(
-        cfg,
-        gpu_memory_gib=24,
-        gpu_count=4,
-        compute_capability="12.0",
-        vllm_version="0.19.0",
-        target_max_model_len=32768,
-    )
+    kw = {"gpu_memory_gib": 24, "gpu_count": 4, "compute_capability": "12.0", "target_max_model_len": 131072}
+    old = lc.recommend_layout(cfg, vllm_version="0.19.0", **kw)
     assert old["fits"] and old["attention_backend"] == "TRITON_MLA"
-    assert old["kv_cache_dtype"] == "bfloat16"
+    assert old["kv_cache_dtype"] == "bfloat16"  # no FP8 on TRITON_MLA before PR #34597
     assert old["decode_context_parallel_size"] == old["tensor_parallel_size"] == 4
-    new = lc.recommend_layout(
-        cfg,
-        gpu_memory_gib=24,
-        gpu_count=4,
-        compute_capability="12.0",
-        vllm_version="0.22.0",
-        target_max_model_len=32768,
-    )
-    assert new["kv_cache_dtype"] == "fp8"
+    new = lc.recommend_layout(cfg, vllm_version="0.22.0", **kw)
+    assert new["kv_cache_dtype"] == "fp8" and new["plan"]["max_concurrency"] >= 16
     assert new["plan"]["kv_cache_tokens"] > old["plan"]["kv_cache_tokens"]
+    # A short context needs neither: 16-bit cache and the smallest DCP that gives 16 requests.
+    short = lc.recommend_layout(cfg, vllm_version="0.22.0", **dict(kw, target_max_model_len=8192))
+    assert short["kv_cache_dtype"] == "bfloat16" and short["decode_context_parallel_size"] == 1
+    assert short["plan"]["max_concurrency"] >= 16
 
 
 def test_recommend_shortens_context_when_the_full_one_does_not_fit():
