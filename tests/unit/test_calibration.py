@@ -1,4 +1,4 @@
-"""Planner accuracy against real vLLM start-up logs (../shared/data/vllm_memory_calibration.jsonl).
+"""bin/llm-plan's accuracy against real vLLM start-up logs (../shared/data/vllm_memory_calibration.jsonl).
 
 Issue 2's bar: given the logged KV memory (--kv-cache-memory-gib) the token count within 0.5 %; given
 the logged weights (--weights-gib-per-gpu) the available KV memory within 3 %. Each record's model
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import pathlib
 import statistics
+import subprocess
 import sys
 
 import pytest
@@ -24,6 +25,7 @@ sys.path.insert(0, str(ROOT / "filter_plugins"))
 import llm_capacity as lc  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "vllm_memory_calibration.jsonl"
+CLI = ROOT / "bin" / "llm-plan"
 CONFIGS = ROOT / "tests" / "data" / "model_configs"
 TOKEN_TOLERANCE = 0.005
 KV_MEMORY_TOLERANCE = 0.03
@@ -61,19 +63,53 @@ def common(record: dict) -> dict:
     }
 
 
+def config_path(record: dict) -> pathlib.Path:
+    org, name = record["model"].split("/", 1)
+    return next(p for p in CONFIGS.glob("*.json") if p.stem.lower() == f"{org}__{name}".lower())
+
+
+_CLI_CACHE: dict[tuple, dict] = {}
+
+
+def cli_plan(record: dict, **given: float) -> dict:
+    """Run bin/llm-plan exactly as a user would, with the record's settings (memoized per record)."""
+    key = (record["id"], tuple(sorted(given.items())))
+    if key not in _CLI_CACHE:
+        _CLI_CACHE[key] = _run_cli(record, given)
+    return _CLI_CACHE[key]
+
+
+def _run_cli(record: dict, given: dict) -> dict:
+    args = [
+        "--model-config", str(config_path(record)),
+        "--gpu-memory-gib", str(record["gpu_mem_gib"]),
+        "--tensor-parallel-size", str(record["tp"]),
+        "--pipeline-parallel-size", str(record["pp"]),
+        "--data-parallel-size", str(record["dp"]),
+        "--gpu-memory-utilization", str(record["gpu_memory_utilization"]),
+        "--kv-cache-dtype", common(record)["kv_cache_dtype"],
+        "--max-model-len", str(record["max_model_len"]),
+        "--vllm-version", record["vllm_version"],
+        "--json",
+    ]  # fmt: skip
+    if common(record)["quantization"]:
+        args += ["--quantization", common(record)["quantization"]]
+    for key, value in given.items():
+        args += ["--" + key.replace("_", "-"), str(value)]
+    out = subprocess.run([sys.executable, str(CLI), *args], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
 def token_error(record: dict) -> float:
-    cfg = model_config(record)
     if record["pp"] > 1:
-        plan = lc.plan_memory(cfg, weights_gib_per_gpu=record["weights_gib_per_gpu"], **common(record))
+        plan = cli_plan(record, weights_gib_per_gpu=record["weights_gib_per_gpu"])
     else:
-        plan = lc.plan_memory(cfg, kv_cache_memory_gib=record["kv_cache_gib"], **common(record))
+        plan = cli_plan(record, kv_cache_memory_gib=record["kv_cache_gib"])
     return (plan["kv_cache_tokens"] - record["kv_cache_tokens"]) / record["kv_cache_tokens"]
 
 
 def kv_memory_error(record: dict) -> float:
-    plan = lc.plan_memory(
-        model_config(record), weights_gib_per_gpu=record["weights_gib_per_gpu"], **common(record)
-    )
+    plan = cli_plan(record, weights_gib_per_gpu=record["weights_gib_per_gpu"])
     logged_stage = plan["stages"][0]["kv_cache_gib"]  # the stage whose figure vLLM printed
     return (logged_stage - record["kv_cache_gib"]) / record["kv_cache_gib"]
 
