@@ -97,6 +97,12 @@ def test_every_documented_flag_is_accepted():
     assert plan["max_num_seqs"] == 128 and plan["kv_cache_dtype"] == "fp8"
 
 
+def test_vllm_switches_change_the_plan():
+    base = json.loads(run(*BASE, "--json").stdout)
+    eager = json.loads(run(*BASE, "--enforce-eager", "--json").stdout)
+    assert eager["cudagraph_gib"] == 0 and eager["kv_cache_gib_per_gpu"] > base["kv_cache_gib_per_gpu"]
+
+
 def test_table_output_without_json():
     out = run(*BASE, "--max-model-len", "8192")
     assert out.returncode == 0
