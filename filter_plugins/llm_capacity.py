@@ -188,6 +188,14 @@ def _positive_float(name: str, value: Any, *, upper: float | None = None) -> flo
     return float(value)
 
 
+def _flag(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "1", "false", "no", "0", ""):
+        return value.strip().lower() in ("true", "yes", "1")
+    raise PlanInputError(name, f"expected true or false, got {value!r}")
+
+
 def _pow2_divisors(n: int) -> list[int]:
     return [d for d in (1, 2, 4, 8, 16, 32, 64) if d <= n and n % d == 0]
 
@@ -1075,6 +1083,12 @@ def plan_memory(
     block = _positive_int("block_size", block_size)
     util = _positive_float("gpu_memory_utilization", gpu_memory_utilization, upper=1.0)
     version = parse_version(vllm_version)
+    enable_expert_parallel = _flag("enable_expert_parallel", enable_expert_parallel)
+    enforce_eager = _flag("enforce_eager", enforce_eager)
+    disable_hybrid_kv_cache_manager = _flag(
+        "disable_hybrid_kv_cache_manager", disable_hybrid_kv_cache_manager
+    )
+    language_model_only = _flag("language_model_only", language_model_only)
     if weights_gib_per_gpu is not None and checkpoint_gib is not None:
         raise PlanInputError(
             "weights_gib_per_gpu", "give either weights_gib_per_gpu or checkpoint_gib, not both"

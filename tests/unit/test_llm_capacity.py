@@ -465,6 +465,10 @@ def test_numeric_strings_from_ansible_are_accepted():
         plan(LLAMA8B, tensor_parallel_size="two")
     with pytest.raises(lc.PlanInputError, match="tensor_parallel_size"):
         plan(LLAMA8B, tensor_parallel_size=True)
+    off = plan(QWEN3MOE, tensor_parallel_size=2, data_parallel_size=2, enable_expert_parallel="false")
+    assert off["layout"]["enable_expert_parallel"] is False
+    with pytest.raises(lc.PlanInputError, match="enable_expert_parallel"):
+        plan(QWEN3MOE, enable_expert_parallel="maybe")
 
 
 # --- recommendation ------------------------------------------------------------------------------
