@@ -132,6 +132,11 @@ def llm_plan_settings(
         if not fired:
             continue
         forces = issue.get("forces") or {}
+        if not any(forces.values()) and not issue.get("recommends"):
+            # Nothing to set automatically: still a fact the operator must see.
+            notes.append(
+                {"id": issue["id"], "setting": "known issue", "reason": " ".join(issue["summary"].split())}
+            )
         for flag, value in (forces.get("engine_args") or {}).items():
             engine_args[str(flag)] = value
             notes.append({"id": issue["id"], "setting": f"--{flag} {value}", "reason": issue["summary"]})

@@ -131,6 +131,15 @@ def test_kimi_on_hopper_forces_nothing_model_specific() -> None:
     assert not any(n["setting"].startswith("no checkpoint patch") for n in s["notes"])
 
 
+def test_issues_without_settings_are_still_reported() -> None:
+    glm5 = _catalog("models", "glm5_nvfp4")
+    on_sm120 = rep.llm_plan_settings(glm5, RTX, "0.22.0")
+    reported = {n["id"] for n in on_sm120["notes"] if n["setting"] == "known issue"}
+    assert "sm120_glm5_no_sparse_mla_backend" in reported
+    on_hopper = rep.llm_plan_settings(glm5, H200, "0.22.0")
+    assert "sm120_glm5_no_sparse_mla_backend" not in {n["id"] for n in on_hopper["notes"]}
+
+
 def test_settings_reject_bad_engine_version() -> None:
     with pytest.raises(AnsibleFilterError, match=r"llm_plan_settings: engine_version 'latest'"):
         rep.llm_plan_settings(KIMI, RTX, "latest")
