@@ -454,7 +454,9 @@ def llm_plan_table(result: Mapping[str, Any]) -> list[str]:
     lines.extend(f"Planner: {r}" for r in [*said, *(advice.get("notes") or [])])
     notes = result.get("settings_notes") or []
     lines.append(
-        "Settings forced by known issues and the hardware profile:" if notes else "No forced settings."
+        "Settings forced by the hardware profile and known issues, and issues to know:"
+        if notes
+        else "No forced settings, no known issues."
     )
     lines.extend(f"  - {n['setting']}  [{n['id']}] {n['reason']}" for n in notes)
     return lines
