@@ -1,0 +1,1 @@
+../../../filter_plugins/hf_files.py
