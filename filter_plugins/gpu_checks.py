@@ -92,7 +92,12 @@ def min_driver_for_cuda(cuda: str) -> str | None:
 
 def mla_backends_for(compute_capability: str) -> list[str]:
     """MLA backends whose supports_compute_capability accepts this 'major.minor'."""
-    major = int(str(compute_capability).split(".")[0])
+    try:
+        major = int(str(compute_capability).split(".")[0])
+    except ValueError as exc:
+        raise _err(
+            "gpu_mla_backends_for", "expected a compute capability such as '12.0'", compute_capability
+        ) from exc
     return sorted(name for name, majors in MLA_BACKEND_MAJORS.items() if majors is None or major in majors)
 
 
@@ -260,6 +265,17 @@ def _backend_checks(backend: str, used: list[dict[str, Any]]) -> list[dict]:
             )
         ]
     majors = MLA_BACKEND_MAJORS[backend]
+    if any(g.get("compute_capability") is None for g in used):
+        return [
+            _problem(
+                "attention_backend_unchecked",
+                "gpu_preflight_facts.gpus[*].compute_capability",
+                "unknown (nvidia-smi did not report compute_cap)",
+                f"a known compute capability to check {backend} against",
+                "upgrade the driver (compute_cap is reported by current nvidia-smi)",
+                severity="warning",
+            )
+        ]
     caps = sorted({str(g.get("compute_capability")) for g in used})
     bad = [cap for cap in caps if majors is not None and int(cap.split(".")[0]) not in majors]
     if not bad:

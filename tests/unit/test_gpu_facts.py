@@ -257,3 +257,18 @@ def test_filter_module_maps_names() -> None:
     filters = gpu_facts.FilterModule().filters()
     assert filters["gpu_facts_from_probes"] is gpu_facts.facts_from_probes
     assert all(name.startswith("gpu_") for name in filters)
+
+
+def test_topology_with_nic_rows_and_nic_legend() -> None:
+    # Layout of `nvidia-smi topo -m` on a host with a NIC (NIC columns, NIC rows, a NIC Legend).
+    text = (
+        "\t\x1b[4mGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
+        "GPU0\t X \tPIX\tPXB\t0-15\t0\t\tN/A\n"
+        "GPU1\tPIX\t X \tPXB\t0-15\t0\t\tN/A\n"
+        "NIC0\tPXB\tPXB\t X \t\t\t\t\n"
+        "\nLegend:\n\n  X    = Self\n\nNIC Legend:\n\n  NIC0: mlx5_0\n"
+    )
+    topo = gpu_facts.topo_matrix(text)
+    assert topo["matrix"] == {"GPU0": {"GPU1": "PIX"}, "GPU1": {"GPU0": "PIX"}}
+    assert topo["nics"] == {"NIC0": {"GPU0": "PXB", "GPU1": "PXB"}}
+    assert topo["summary"]["kind"] == "pcie_switch" and topo["numa_affinity"]["GPU1"] == "0"

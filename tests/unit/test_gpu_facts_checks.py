@@ -258,3 +258,11 @@ def test_bad_requirements() -> None:
         gpu_checks.preflight_problems(facts("h200x2_run"), {"tensor_parallel_size": 0})
     with pytest.raises(AnsibleFilterError, match="expected gpu_preflight_facts"):
         gpu_checks.preflight_problems({}, {})
+
+
+def test_unknown_compute_capability_is_only_a_warning() -> None:
+    edit = replace("smi_csv", "143771 MiB, 9.0,", "143771 MiB, [N/A],")
+    found = gpu_checks.preflight_problems(facts("h200x2_run", edit), H200_OK)
+    assert errors(found) == [] and [p["check"] for p in found] == ["attention_backend_unchecked"]
+    with pytest.raises(AnsibleFilterError, match="gpu_mla_backends_for"):
+        gpu_checks.mla_backends_for("sm_x")
