@@ -122,7 +122,7 @@ def test_role_recording_facts() -> None:
     assert facts["disk"] == {
         "filesystem": "/dev/vda",
         "size_bytes": 270553174016,
-        "avail_bytes": 137379127296,
+        "avail_bytes": 137378267136,
         "mount": "/",
     }
     assert facts["memory"]["total_bytes"] > 200 * 2**30
@@ -142,7 +142,7 @@ def test_role_recording_same_hardware_as_the_shared_recording() -> None:
 
 def test_tcp_listener_on_another_port() -> None:
     tcp = (FIXTURES / "h200x2_run" / "tcp.stdout").read_text()
-    assert gpu_facts.tcp_listeners(tcp, 2024) == [{"address": "0.0.0.0", "uid": 0, "inode": 7222}]
+    assert gpu_facts.tcp_listeners(tcp, 2024) == [{"address": "0.0.0.0", "uid": 0, "inode": 4576}]
     assert gpu_facts.tcp_listeners(tcp, 8099) == []  # 0x1FA3 is in state 06 (TIME_WAIT), not LISTEN
 
 

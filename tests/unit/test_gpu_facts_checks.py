@@ -141,7 +141,7 @@ def test_plan_must_have_fits() -> None:
 
 
 def test_disk_below_checkpoint_plus_margin() -> None:
-    free = 137379127296
+    free = 137378267136
     found = gpu_checks.preflight_problems(facts("h200x2_run"), {**H200_OK, "required_disk_bytes": free})
     problem = only_error(found, "disk_space")
     assert str(free) in problem["found"] and "on /" in problem["found"]
