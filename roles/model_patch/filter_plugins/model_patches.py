@@ -1,0 +1,1 @@
+../../../filter_plugins/model_patches.py
