@@ -116,7 +116,8 @@ def ml_env_uninstall_argv(installer: Any, uv: str, python: str, packages: Any) -
 
 
 def ml_env_uv_bootstrap_argv(interpreter: str, target: str, uv_version: str, sources: Any) -> list[str]:
-    """pip --target puts uv's binary in <target>/bin and needs no venv module (and no PEP 668 override)."""
+    """Install uv with pip. With a target, pip --target puts uv's binary in <target>/bin and needs no venv
+    module (and no PEP 668 override); without one, ``interpreter`` is a venv's python."""
     return [
         interpreter,
         "-m",
@@ -124,8 +125,7 @@ def ml_env_uv_bootstrap_argv(interpreter: str, target: str, uv_version: str, sou
         "install",
         "--disable-pip-version-check",
         "--no-deps",
-        "--target",
-        target,
+        *(["--target", target] if target else []),
         f"uv=={uv_version}",
         *_source_args("ml_env_uv_bootstrap_argv", sources, tool_args=False),
     ]

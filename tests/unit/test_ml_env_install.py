@@ -131,3 +131,11 @@ def test_uv_bootstrap_keeps_pip_sources_but_not_uv_only_args() -> None:
 def test_bad_arguments(installer: str, sources: object, match: str) -> None:
     with pytest.raises(AnsibleFilterError, match=match):
         mi.ml_env_install_argv(installer, "/u/uv", "/e/py", "/e/r", "", sources)
+
+
+def test_uv_bootstrap_into_a_venv_has_no_target() -> None:
+    argv = mi.ml_env_uv_bootstrap_argv("/r/.tools/uv-0.13.9/bin/python", "", "0.13.9", NO_SOURCES)
+    assert argv == [
+        "/r/.tools/uv-0.13.9/bin/python", "-m", "pip", "install", "--disable-pip-version-check", "--no-deps",
+        "uv==0.13.9",
+    ]  # fmt: skip

@@ -1,26 +1,47 @@
-"""Import modules inside the venv and report their versions as JSON (run by the ml_env role).
+"""Check a venv from inside it (run by the ml_env role with the venv's python); print a JSON report.
 
-Usage: python ml_env_verify.py [--expect MODULE=VERSION]... [MODULE]...
-Exit 1 with one readable line per problem on stderr when an import fails or a version differs.
+Usage: python ml_env_verify.py [--files] [--expect MODULE=VERSION]... [MODULE]...
+  --files   check that every file the installed distributions recorded (RECORD) exists with its size:
+            cheap (stat only), catches deleted or truncated files without importing anything.
+  MODULE    import it and report its __version__; --expect also compares the version.
+Exit 1 with one readable line per problem on stderr.
 """
 
 import importlib
+import importlib.metadata
 import json
 import sys
 import traceback
 
+SHOWN = 5
 
-def main(argv):
-    expect = {}
-    modules = []
-    args = iter(argv)
-    for arg in args:
-        if arg == "--expect":
-            name, _, version = next(args).partition("=")
-            expect[name] = version
-            modules.append(name)
-        else:
-            modules.append(arg)
+
+def check_files():
+    checked, bad = 0, []
+    for dist in importlib.metadata.distributions():
+        for f in dist.files or ():
+            if f.size is None:  # RECORD lists itself and caches without a size
+                continue
+            checked += 1
+            path = f.locate()
+            try:
+                size = path.stat().st_size
+            except OSError:
+                bad.append(f"{f} missing ({dist.metadata['Name']} {dist.version})")
+                continue
+            if size != f.size:
+                bad.append(
+                    f"{f} has {size} bytes, RECORD says {f.size} ({dist.metadata['Name']} {dist.version})"
+                )
+    problems = []
+    if bad:
+        problems.append(
+            f"{len(bad)} of {checked} installed files missing or changed: " + "; ".join(bad[:SHOWN])
+        )
+    return checked, problems
+
+
+def import_modules(modules, expect):
     found, problems = {}, []
     for name in dict.fromkeys(modules):
         try:
@@ -34,9 +55,33 @@ def main(argv):
         found[name] = version
         want = expect.get(name)
         # The CPU build reports the plain release; a CUDA build may add a local tag (0.22.0+cu130).
-        if want and version.split("+")[0] != want.split("+")[0]:
+        if want and version.partition("+")[0] != want.partition("+")[0]:
             problems.append(f"{name}.__version__ is {version!r}, expected {want!r}")
-    print(json.dumps({"python": sys.version.split()[0], "prefix": sys.prefix, "modules": found}))
+    return found, problems
+
+
+def main(argv):
+    expect, modules, files = {}, [], False
+    args = iter(argv)
+    for arg in args:
+        if arg == "--files":
+            files = True
+        elif arg == "--expect":
+            name, _, version = next(args).partition("=")
+            expect[name] = version
+            modules.append(name)
+        else:
+            modules.append(arg)
+    checked, problems = check_files() if files else (0, [])
+    found, import_problems = import_modules(modules, expect)
+    problems += import_problems
+    report = {
+        "python": sys.version.split()[0],
+        "prefix": sys.prefix,
+        "files_checked": checked,
+        "modules": found,
+    }
+    print(json.dumps(report))
     for line in problems:
         print(line, file=sys.stderr)
     return 1 if problems else 0
