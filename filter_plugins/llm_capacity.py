@@ -1380,12 +1380,14 @@ def recommend_layout(
             notes.append("SM 12.x: leave FlashInfer allreduce fusion, DeepGEMM and TRTLLM attention off")
     model_max = int(arch["max_position_embeddings"] or 8192)
     target = target_max_model_len or model_max
+    layouts, skipped = candidate_layouts(arch, gpus)
 
     def search(length: int) -> list[dict[str, Any]]:
         found = []
-        for tp in _pow2_divisors(gpus):
-            pp = gpus // tp
+        for tp, pp, dp in layouts:
             for dcp in _pow2_divisors(tp) if arch["use_mla"] else [1]:
+                if check_divisibility(arch, tp=tp, pp=pp, dp=dp, ep=False, dcp=dcp):
+                    continue
                 for dtype in dtypes:
                     found.append(
                         plan_memory(
@@ -1393,6 +1395,7 @@ def recommend_layout(
                             gpu_memory_gib=gpu_memory_gib,
                             tensor_parallel_size=tp,
                             pipeline_parallel_size=pp,
+                            data_parallel_size=dp,
                             decode_context_parallel_size=dcp,
                             gpu_memory_utilization=gpu_memory_utilization,
                             kv_cache_dtype=dtype,
@@ -1412,9 +1415,9 @@ def recommend_layout(
 
     candidates = search(target)
     fitting = [p for p in candidates if p["fits"]]
-    if not fitting and target_max_model_len is None:
+    if not fitting and target_max_model_len is None and candidates:
         # Like vLLM's max_model_len auto-fit: shorten the context to what the best layout holds.
-        usable = [p for p in candidates if not p["input_errors"] and p["kv_cache_gib_per_gpu"] > 0]
+        usable = [p for p in candidates if p["kv_cache_gib_per_gpu"] > 0 and p["num_gpu_blocks"] > 0]
         if usable:
             best_len = max(
                 max_model_len_that_fits(
@@ -1433,37 +1436,58 @@ def recommend_layout(
                 candidates = search(target)
                 fitting = [p for p in candidates if p["fits"]]
     if not fitting:
-        best_effort = max(candidates, key=lambda p: p["kv_cache_gib_per_gpu"])
+        reasons = [f"no layout of {gpus} GPU(s) fits at max_model_len {target:,}"]
+        if candidates:
+            best_effort = max(candidates, key=lambda p: p["kv_cache_gib_per_gpu"])
+            lay = best_effort["layout"]
+            reasons.append(
+                f"closest: TP {lay['tensor_parallel_size']} x PP {lay['pipeline_parallel_size']} x DP "
+                f"{lay['data_parallel_size']}, KV {best_effort['kv_cache_dtype']}"
+            )
+            reasons.extend(best_effort["reasons"])
+        else:
+            best_effort = None
+        reasons.extend(skipped)
         return {
             "fits": False,
-            "reasons": ["no layout on these GPUs fits", *best_effort["reasons"]],
+            "reasons": reasons,
             "notes": notes,
             "attention_backend": backend["backend"] if backend else None,
+            "max_model_len": target,
             "plan": best_effort,
             "candidates": _candidate_table(candidates),
+            "skipped_layouts": skipped,
         }
 
     def score(p: dict[str, Any]) -> tuple[Any, ...]:
         lay = p["layout"]
-        # Fewest pipeline stages (PP adds bubbles); then enough room for target_concurrency requests
-        # of max_model_len; then the cheaper settings (16-bit cache, smaller DCP: DCP adds an
-        # all-gather per decode step); then the most KV tokens.
+        # Fewest pipeline stages (PP adds bubbles); then room for target_concurrency requests of
+        # max_model_len over all DP replicas; then the smallest model instance (fewer TP ranks, more
+        # DP replicas: less communication per token); then the cheaper settings (16-bit cache, smaller
+        # DCP: DCP adds an all-gather per decode step); then the most KV tokens over all replicas.
         return (
             -lay["pipeline_parallel_size"],
-            min(p["max_concurrency"], target_concurrency),
+            min(p["max_concurrency"] * lay["data_parallel_size"], target_concurrency),
+            -lay["tensor_parallel_size"],
             p["kv_cache_dtype"] != "fp8",
             -lay["decode_context_parallel_size"],
-            p["kv_cache_tokens"],
+            p["kv_cache_tokens_all_replicas"],
         )
 
     best = max(fitting, key=score)
     lay = best["layout"]
     reasons = [
-        f"TP {lay['tensor_parallel_size']} x PP {lay['pipeline_parallel_size']}: "
-        f"{best['weights_gib_per_gpu']:.1f} GiB weights per GPU, {best['kv_cache_gib_per_gpu']:.1f} GiB KV",
-        f"{best['kv_cache_tokens']:,} KV tokens with {best['kv_cache_dtype']} KV; "
-        f"{best['max_concurrency']}x requests of {target:,} tokens",
+        f"TP {lay['tensor_parallel_size']} x PP {lay['pipeline_parallel_size']} x DP "
+        f"{lay['data_parallel_size']}: {best['weights_gib_per_gpu']:.1f} GiB weights per GPU, "
+        f"{best['kv_cache_gib_per_gpu']:.1f} GiB KV",
+        f"{best['kv_cache_tokens']:,} KV tokens per replica with {best['kv_cache_dtype']} KV; "
+        f"{best['max_concurrency']}x requests of {target:,} tokens per replica",
     ]
+    if lay["data_parallel_size"] > 1:
+        reasons.append(
+            f"the model fits {lay['tensor_parallel_size'] * lay['pipeline_parallel_size']} GPU(s): "
+            f"{lay['data_parallel_size']} data-parallel replicas use the rest"
+        )
     if lay["decode_context_parallel_size"] > 1 and best["kv_cache_dtype"] == "fp8" and arch["use_mla"]:
         notes.append("FP8 KV together with DCP on MLA needs vLLM PR #34795 in the installed build")
     if lay["decode_context_parallel_size"] > 1:
@@ -1475,6 +1499,7 @@ def recommend_layout(
         "fits": True,
         "tensor_parallel_size": lay["tensor_parallel_size"],
         "pipeline_parallel_size": lay["pipeline_parallel_size"],
+        "data_parallel_size": lay["data_parallel_size"],
         "decode_context_parallel_size": lay["decode_context_parallel_size"],
         "kv_cache_dtype": best["kv_cache_dtype"],
         "gpu_memory_utilization": lay["gpu_memory_utilization"],
@@ -1488,7 +1513,29 @@ def recommend_layout(
         "notes": notes,
         "plan": best,
         "candidates": _candidate_table(candidates),
+        "skipped_layouts": skipped,
     }
+
+
+def candidate_layouts(arch: dict[str, Any], gpus: int) -> tuple[list[tuple[int, int, int]], list[str]]:
+    """(TP, PP, DP) splits of the GPUs vLLM would start, and why the others are left out.
+
+    TP and PP are powers of two; DP takes the GPUs one TP x PP instance leaves. A split vLLM refuses
+    (check_divisibility: heads, KV heads, intermediate sizes, more stages than layers) is skipped.
+    """
+    valid: list[tuple[int, int, int]] = []
+    skipped: list[str] = []
+    for tp in _pow2_divisors(gpus):
+        for pp in _pow2_divisors(gpus // tp):
+            dp = gpus // (tp * pp)
+            problems = check_divisibility(arch, tp=tp, pp=pp, dp=dp, ep=False, dcp=1)
+            if problems:
+                skipped.append(
+                    f"TP {tp} x PP {pp} x DP {dp} skipped: " + "; ".join(x["message"] for x in problems)
+                )
+            else:
+                valid.append((tp, pp, dp))
+    return valid, skipped
 
 
 def _candidate_table(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -1496,6 +1543,7 @@ def _candidate_table(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
         {
             "tp": p["layout"]["tensor_parallel_size"],
             "pp": p["layout"]["pipeline_parallel_size"],
+            "dp": p["layout"]["data_parallel_size"],
             "dcp": p["layout"]["decode_context_parallel_size"],
             "kv_cache_dtype": p["kv_cache_dtype"],
             "kv_cache_tokens": p["kv_cache_tokens"],

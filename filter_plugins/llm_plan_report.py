@@ -442,6 +442,7 @@ def llm_plan_table(result: Mapping[str, Any]) -> list[str]:
     lines.append(
         f"Verdict: {verdict}: --tensor-parallel-size {result['tensor_parallel_size']} "
         f"--pipeline-parallel-size {result['pipeline_parallel_size']} "
+        f"--data-parallel-size {result['data_parallel_size']} "
         f"--decode-context-parallel-size {result['decode_context_parallel_size']} "
         f"--kv-cache-dtype {result['kv_cache_dtype']} --max-model-len {result['max_model_len']} "
         f"--gpu-memory-utilization {result['gpu_memory_utilization']} "

@@ -96,7 +96,11 @@ def _check_against_planner(
         kv_cache_dtypes=["bfloat16", "fp8"],
     )
     if rec["fits"]:
-        assert (layout["tp"], layout["pp"]) == (rec["tensor_parallel_size"], rec["pipeline_parallel_size"])
+        assert (layout["tp"], layout["pp"], layout["dp"]) == (
+            rec["tensor_parallel_size"],
+            rec["pipeline_parallel_size"],
+            rec["data_parallel_size"],
+        )
     picked = [r for r in rows if r["pick"] == "*"]
     assert len(picked) == 1
     plans = []
@@ -165,7 +169,13 @@ def test_old_engine_forces_bf16_kv_and_the_checkpoint_patch() -> None:
 
 @pytest.mark.parametrize(
     ("model", "hardware"),
-    [("glm5_nvfp4", "h200_x8"), ("tiny_test", "h100_x1"), ("glm5_ud_q4_k_xl_gguf", "rtx_pro_6000_x8")],
+    [
+        ("glm5_nvfp4", "h200_x8"),
+        ("tiny_test", "h100_x1"),
+        ("glm5_ud_q4_k_xl_gguf", "rtx_pro_6000_x8"),
+        ("tiny_test", "h200_x8"),
+        ("kimi_k2_5_nvfp4", "h200_x2"),
+    ],
 )
 def test_other_catalog_combinations(model: str, hardware: str) -> None:
     result = _run("-e", f"llm_model_name={model}", "-e", f"llm_hardware_name={hardware}")
@@ -174,6 +184,25 @@ def test_other_catalog_combinations(model: str, hardware: str) -> None:
     _recap_ok(out)
     _check_against_planner(out, model, hardware)
     assert f"({_catalog('models', model)['hf_repo']})" in out
+
+
+def test_tiny_model_on_eight_gpus_runs_data_parallel() -> None:
+    """Regression: the recommender proposed PP 8 for a 2-layer model and the play failed."""
+    result = _run("-e", "llm_model_name=tiny_test", "-e", "llm_hardware_name=h200_x8")
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-3000:]
+    layout, _ = _parse(out)
+    assert (layout["tp"], layout["pp"], layout["dp"]) == (1, 1, 8)
+    assert "--data-parallel-size 8" in out
+    assert "Verdict: FITS" in out
+
+
+def test_nothing_fits_reports_why() -> None:
+    result = _run("-e", "llm_model_name=kimi_k2_5_nvfp4", "-e", "llm_hardware_name=h200_x2")
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-3000:]
+    assert "Verdict: DOES NOT FIT" in out
+    assert "exceed gpu_memory_utilization" in out
 
 
 def test_check_mode_plans_too() -> None:

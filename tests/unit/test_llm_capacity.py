@@ -499,10 +499,13 @@ def test_recommend_uses_dcp_and_fp8_only_when_needed():
     new = lc.recommend_layout(cfg, vllm_version="0.22.0", **kw)
     assert new["kv_cache_dtype"] == "fp8" and new["plan"]["max_concurrency"] >= 16
     assert new["plan"]["kv_cache_tokens"] > old["plan"]["kv_cache_tokens"]
-    # A short context needs neither: 16-bit cache and the smallest DCP that gives 16 requests.
+    # A short context needs neither: 16-bit cache, no DCP, and the smallest TP whose DP replicas
+    # together hold 16 requests.
     short = lc.recommend_layout(cfg, vllm_version="0.22.0", **dict(kw, target_max_model_len=8192))
     assert short["kv_cache_dtype"] == "bfloat16" and short["decode_context_parallel_size"] == 1
-    assert short["plan"]["max_concurrency"] >= 16
+    assert short["tensor_parallel_size"] * short["data_parallel_size"] == 4
+    assert short["tensor_parallel_size"] < 4
+    assert short["plan"]["max_concurrency"] * short["data_parallel_size"] >= 16
 
 
 def test_recommend_shortens_context_when_the_full_one_does_not_fit():
