@@ -55,7 +55,7 @@ def _files(files: Any, name: str) -> list[dict[str, Any]]:
 
 
 def hf_split_gguf_groups(paths: Iterable[str]) -> dict[str, dict[str, Any]]:
-    """Group split GGUF parts by their first part's path; report count, present and missing parts."""
+    """Group split GGUF parts by the merged file they make; report first part, count and missing parts."""
     groups: dict[str, dict[str, Any]] = {}
     for path in paths:
         head, _, base = str(path).rpartition("/")
@@ -65,13 +65,12 @@ def hf_split_gguf_groups(paths: Iterable[str]) -> dict[str, dict[str, Any]]:
         count = int(m["count"])
         prefix = f"{head}/" if head else ""
         first = f"{prefix}{m['stem']}-00001-of-{count:05d}.gguf"
-        g = groups.setdefault(
-            first,
-            {"first": first, "count": count, "parts": [], "merged": f"{prefix}{m['stem']}.gguf"},
-        )
+        merged = f"{prefix}{m['stem']}.gguf"
+        g = groups.setdefault(merged, {"first": first, "count": count, "parts": [], "merged": merged})
         if g["count"] != count:
             raise AnsibleFilterError(
-                f"hf_split_gguf_groups: {path!r} says {count} parts but {first!r} says {g['count']}"
+                f"hf_split_gguf_groups: {path!r} says {count} parts but another part of {merged!r} "
+                f"says {g['count']}"
             )
         g["parts"].append(str(path))
     for g in groups.values():

@@ -85,7 +85,9 @@ def condition_holds(when: Mapping[str, Any] | None, facts: Mapping[str, Any]) ->
             if value in (None, "") or str(value) not in accepted:
                 return False
         else:
-            raise ValueError(f"unknown condition key {key!r} (known: {', '.join((*LIST_KEYS, 'engine_version*'))})")
+            raise ValueError(
+                f"unknown condition key {key!r} (known: {', '.join((*LIST_KEYS, 'engine_version*'))})"
+            )
     return True
 
 
@@ -105,7 +107,9 @@ def model_patch_normalize(patches: Any) -> list[dict[str, Any]]:
             raise _fail(name, f"{where}: duplicate id {pid!r}")
         seen.add(pid)
         if not isinstance(file, str) or not _SAFE_FILE.match(file):
-            raise _fail(name, f"{where}: 'file' must be a JSON file name at the model dir's top level, got {file!r}")
+            raise _fail(
+                name, f"{where}: 'file' must be a JSON file name at the model dir's top level, got {file!r}"
+            )
         op = p.get("op", p.get("action"))
         if op not in OPS:
             raise _fail(name, f"{where}: 'op'/'action' must be one of {OPS}, got {op!r}")
@@ -113,7 +117,10 @@ def model_patch_normalize(patches: Any) -> list[dict[str, Any]]:
         if isinstance(path, str):
             path = path.split(".")
         if not isinstance(path, list) or not path or not all(isinstance(k, str) and k for k in path):
-            raise _fail(name, f"{where}: 'path' must be a non-empty list of keys (or a dotted json_path), got {path!r}")
+            raise _fail(
+                name,
+                f"{where}: 'path' must be a non-empty list of keys (or a dotted json_path), got {path!r}",
+            )
         if op == "set" and "value" not in p:
             raise _fail(name, f"{where}: op 'set' needs a 'value'")
         if not isinstance(p.get("reason"), str) or not p["reason"].strip():
@@ -154,7 +161,7 @@ def model_patch_select(patches: list[dict[str, Any]], facts: Mapping[str, Any]) 
 
 
 def model_patch_apply(document: Any, patches: list[dict[str, Any]]) -> dict[str, Any]:
-    """Apply ``remove``/``set`` patches in order to a copy of ``document``. Removing an absent key is a no-op."""
+    """Apply ``remove``/``set`` patches in order to a copy of ``document``; removing an absent key: no-op."""
     name = "model_patch_apply"
     if not isinstance(document, Mapping):
         raise _fail(name, f"the file to patch must hold a JSON object, got {type(document).__name__}")
@@ -164,7 +171,9 @@ def model_patch_apply(document: Any, patches: list[dict[str, Any]]) -> dict[str,
         node: Any = doc
         for key in parents:
             if not isinstance(node, dict):
-                raise _fail(name, f"patch {p['id']!r}: {'.'.join(p['path'])} crosses a non-object in {p['file']}")
+                raise _fail(
+                    name, f"patch {p['id']!r}: {'.'.join(p['path'])} crosses a non-object in {p['file']}"
+                )
             if key not in node:
                 if p["op"] == "remove":
                     node = None
@@ -188,7 +197,9 @@ def model_patch_engine_args(patches: list[dict[str, Any]]) -> dict[str, Any]:
     for p in patches:
         for flag, value in p.get("engine_args", {}).items():
             if flag in out and out[flag] != value:
-                raise _fail("model_patch_engine_args", f"patches disagree on --{flag}: {out[flag]!r} vs {value!r}")
+                raise _fail(
+                    "model_patch_engine_args", f"patches disagree on --{flag}: {out[flag]!r} vs {value!r}"
+                )
             out[flag] = value
     return out
 

@@ -180,6 +180,7 @@ def run_playbook(
             capture_output=True,
             text=True,
             timeout=timeout,
+            check=False,
         )
     finally:
         vars_file.unlink(missing_ok=True)

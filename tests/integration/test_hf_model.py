@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Hub, recap, run_playbook
+from gguf import GGUFReader
 from hf_model_repos import random_file, safetensors_model, split_gguf
 
 pytestmark = pytest.mark.slow
@@ -59,7 +60,9 @@ def check(proc: subprocess.CompletedProcess[str]) -> dict[str, int]:
 
 def test_fresh_download_verified_then_rerun_touches_nothing(hub: Hub, tmp_path: Path) -> None:
     files = safetensors_model(tmp_path / "src")
-    expected = {n: sha256(p) if isinstance(p, Path) else hashlib.sha256(p).hexdigest() for n, p in files.items()}
+    expected = {
+        n: sha256(p) if isinstance(p, Path) else hashlib.sha256(p).hexdigest() for n, p in files.items()
+    }
     sha = hub.make_repo("acme/fresh", files)
     v = role_vars(hub, tmp_path, "acme/fresh", "main")
     dest = Path(str(v["hf_model_local_dir"]))
@@ -133,7 +136,9 @@ def test_truncated_and_corrupted_shards_refetched(hub: Hub, tmp_path: Path) -> N
     v = role_vars(hub, tmp_path, "acme/damaged", "main")
     dest = Path(str(v["hf_model_local_dir"]))
     check(run_playbook(PLAY, v))
-    good = {p: sha256(dest / p) for p in ("model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors")}
+    good = {
+        p: sha256(dest / p) for p in ("model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors")
+    }
     untouched = snapshot(dest)["model-00003-of-00003.safetensors"]
 
     truncated = dest / "model-00001-of-00003.safetensors"
@@ -203,7 +208,12 @@ def test_interrupted_download_resumes_without_refetching_finished_files(hub: Hub
             progress = _progress(dest)
             partial = list(partial_dir.glob("*.incomplete")) if partial_dir.exists() else []
             sizes = [p.stat().st_size for p in partial if p.exists()]
-            if progress.get("in_flight") == [big] and progress.get("files_done") == len(files) - 1 and sizes and sizes[0] > 5e6:
+            if (
+                progress.get("in_flight") == [big]
+                and progress.get("files_done") == len(files) - 1
+                and sizes
+                and sizes[0] > 5e6
+            ):
                 for pid in _download_pids(tmp_path / "helpers"):
                     os.kill(pid, signal.SIGKILL)
                 killed = True
@@ -229,8 +239,6 @@ def test_interrupted_download_resumes_without_refetching_finished_files(hub: Hub
 
 
 def test_split_gguf_merged_and_readable(hub: Hub, tmp_path: Path) -> None:
-    from gguf import GGUFReader
-
     files, tensors = split_gguf(tmp_path / "src")
     hub.make_repo("acme/tiny-GGUF", files)
     v = role_vars(hub, tmp_path, "acme/tiny-GGUF", "main")
@@ -276,7 +284,9 @@ def test_prune_old_removes_other_downloads_only(hub: Hub, tmp_path: Path) -> Non
     assert not (root / "evolving-old").exists()
     assert (root / "evolving-new" / "config.json").read_text() == '{"v": 2}'
     assert (unrelated / "keep.txt").exists()
-    assert f"({old_bytes} bytes); keeping {root / 'evolving-new'}" in " ".join(proc.stdout.split()), proc.stdout
+    assert f"({old_bytes} bytes); keeping {root / 'evolving-new'}" in " ".join(proc.stdout.split()), (
+        proc.stdout
+    )
     # The deployed model is never a candidate: pruning again removes nothing.
     assert check(run_playbook(PLAY, new))["changed"] == 0
     assert (root / "evolving-new" / "config.json").exists()

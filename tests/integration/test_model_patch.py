@@ -1,4 +1,4 @@
-"""hf_model + model_patch run for real: the Kimi-K2.5-NVFP4 catalog patches against an olah-served checkpoint."""
+"""hf_model + model_patch run for real: the Kimi-K2.5-NVFP4 catalog patches on an olah-served checkpoint."""
 
 from __future__ import annotations
 
@@ -14,11 +14,20 @@ from hf_model_repos import safetensors_model
 pytestmark = pytest.mark.slow
 PLAY = ROOT / "tests" / "integration" / "playbooks" / "model_patch.yml"
 CATALOG = ROOT / "catalog" / "models" / "kimi_k2_5_nvfp4.yml"
-SM120_OLD_ENGINE = {"compute_capability": "12.0", "engine_version": "0.16.0", "attention_backend": "TRITON_MLA"}
+SM120_OLD_ENGINE = {
+    "compute_capability": "12.0",
+    "engine_version": "0.16.0",
+    "attention_backend": "TRITON_MLA",
+}
 
 HF_QUANT = {
     "producer": {"name": "modelopt", "version": "0.37.0"},
-    "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8", "group_size": 16, "exclude_modules": ["lm_head"]},
+    "quantization": {
+        "quant_algo": "NVFP4",
+        "kv_cache_quant_algo": "FP8",
+        "group_size": 16,
+        "exclude_modules": ["lm_head"],
+    },
 }
 CONFIG = {
     "architectures": ["KimiK25ForConditionalGeneration"],
@@ -67,7 +76,9 @@ def run(v: dict[str, object]) -> dict[str, int]:
     return recap(proc.stdout)
 
 
-def test_sm120_patch_applied_in_overlay_only_when_condition_holds(hub: Hub, kimi_repo: str, tmp_path: Path) -> None:
+def test_sm120_patch_applied_in_overlay_only_when_condition_holds(
+    hub: Hub, kimi_repo: str, tmp_path: Path
+) -> None:
     v = play_vars(hub, tmp_path, kimi_repo, SM120_OLD_ENGINE)
     run(v)
     source = tmp_path / "models" / "kimi"
@@ -75,7 +86,10 @@ def test_sm120_patch_applied_in_overlay_only_when_condition_holds(hub: Hub, kimi
     original = tree_digest(source)
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["model_dir"] == str(overlay) and result["overlay"] is True
-    assert sorted(result["applied"]) == ["drop_kv_cache_quant_algo_config", "drop_kv_cache_quant_algo_hf_quant_config"]
+    assert sorted(result["applied"]) == [
+        "drop_kv_cache_quant_algo_config",
+        "drop_kv_cache_quant_algo_hf_quant_config",
+    ]
 
     patched_quant = json.loads((overlay / "hf_quant_config.json").read_text())
     assert "kv_cache_quant_algo" not in patched_quant["quantization"]

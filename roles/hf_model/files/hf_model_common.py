@@ -1,6 +1,6 @@
-"""Shared pieces of the hf_model helper scripts (run on the target host with the venv that has huggingface_hub).
+"""Shared pieces of the hf_model helper scripts (run on the target with the venv that has huggingface_hub).
 
-Request: a JSON object on stdin (no secrets; the token comes from HF_TOKEN in the environment).
+Request: a JSON object on stdin (no secrets; the token file is named by HF_TOKEN_PATH in the environment).
 State of a model directory lives in ``<local_dir>/.hf_model/``: ``complete.json`` (the completion marker),
 ``progress.json`` (read by the role's polling loop) and ``verified.json`` (sha256 already checked).
 """
@@ -15,7 +15,11 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 
-import hf_files  # noqa: E402  (copied beside this script by the role)
+import hf_files  # copied beside this script by the role
+import httpx2
+from huggingface_hub import HfApi
+from huggingface_hub.errors import HfHubHTTPError, RevisionNotFoundError
+from huggingface_hub.utils import close_session, filter_repo_objects
 
 STATE_DIR = ".hf_model"
 MARKER = "complete.json"
@@ -76,10 +80,6 @@ def free_bytes(path: str | Path) -> int:
 
 def resolve_listing(req: dict[str, Any]) -> dict[str, Any]:
     """Resolve the revision to a commit and list its files (path, size, sha256 when the hub has one)."""
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import HfHubHTTPError, RevisionNotFoundError
-    from huggingface_hub.utils import close_session, filter_repo_objects
-
     api = HfApi()
     repo, revision = req["repo"], req.get("revision") or "main"
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
@@ -101,8 +101,9 @@ def resolve_listing(req: dict[str, Any]) -> dict[str, Any]:
         status = exc.response.status_code if exc.response is not None else "no answer"
         names = ", ".join(r.name for r in [*refs.branches, *refs.tags]) or "none"
         raise Refused(
-            f"hf_model_revision {revision!r} does not exist in {repo!r} on {endpoint} (the hub answered {status} "
-            f"for it while the repo itself exists); use a commit sha or one of its branches/tags: {names}"
+            f"hf_model_revision {revision!r} does not exist in {repo!r} on {endpoint} (the hub answered "
+            f"{status} for it while the repo itself exists); use a commit sha or one of its branches/tags: "
+            f"{names}"
         ) from exc
     sha = info.sha
     entries = [e for e in api.list_repo_tree(repo, revision=sha, recursive=True) if hasattr(e, "size")]
@@ -120,20 +121,22 @@ def resolve_listing(req: dict[str, Any]) -> dict[str, Any]:
     ]
     if not files:
         raise Refused(
-            f"no file of {repo!r} at {revision!r} matches hf_model_allow_patterns {req.get('allow_patterns')!r} "
-            f"and hf_model_ignore_patterns {req.get('ignore_patterns')!r}"
+            f"no file of {repo!r} at {revision!r} matches hf_model_allow_patterns "
+            f"{req.get('allow_patterns')!r} and hf_model_ignore_patterns {req.get('ignore_patterns')!r}"
         )
     return {"repo": repo, "requested_revision": revision, "sha": sha, "files": files}
 
 
 def run_main(main: Any) -> None:
-    import httpx2
-
     try:
         result = main()
     except httpx2.TransportError as exc:
         endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
-        print(json.dumps({"failed": True, "msg": f"cannot reach the hub at {endpoint} (hf_model_endpoint): {exc}"}))
+        print(
+            json.dumps(
+                {"failed": True, "msg": f"cannot reach the hub at {endpoint} (hf_model_endpoint): {exc}"}
+            )
+        )
         sys.exit(2)
     except Refused as exc:
         print(json.dumps({"failed": True, "msg": str(exc)}))

@@ -9,6 +9,7 @@ sha256 match for LFS files), so an interrupted run re-fetches only the files tha
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -32,6 +33,7 @@ from hf_model_common import (
     state_path,
     write_json_atomic,
 )
+from huggingface_hub import hf_hub_download
 
 HF_META_DIR = Path(".cache") / "huggingface" / "download"
 
@@ -122,10 +124,8 @@ class Downloader:
 
     def _progress_loop(self) -> None:
         while not self.stop.wait(1.0):
-            try:
+            with contextlib.suppress(OSError):
                 self.write_progress()
-            except OSError:
-                pass
 
     # -- download -------------------------------------------------------------------------------------
     def _forget(self, path: str) -> None:
@@ -135,7 +135,7 @@ class Downloader:
         self.verified.pop(path, None)
 
     def _clean_stale(self) -> int:
-        """Partial files of an interrupted run: huggingface_hub names them per process and never resumes them."""
+        """Partial files of an interrupted run (huggingface_hub names them per process, never resumes)."""
         freed = 0
         meta = self.local_dir / HF_META_DIR
         if meta.is_dir():
@@ -158,8 +158,6 @@ class Downloader:
             self.verified[f["path"]] = {"key": key, "sha256": digest}
 
     def _fetch_one(self, f: dict[str, Any]) -> None:
-        from huggingface_hub import hf_hub_download
-
         before = _stat_key(self.local_dir / f["path"])
         try:
             hf_hub_download(
@@ -224,7 +222,9 @@ class Downloader:
                 bad = self.problems()
                 if not bad:
                     break
-                fixable = [p for p in bad if (self.local_dir / p["path"]).exists() or p["problem"] == "missing"]
+                fixable = [
+                    p for p in bad if (self.local_dir / p["path"]).exists() or p["problem"] == "missing"
+                ]
                 if attempt == int(self.req.get("retries", 1)) or not fixable:
                     raise Refused(
                         "verification failed after download: "
@@ -261,13 +261,15 @@ class Downloader:
         groups = hf_files.hf_split_gguf_groups([f["path"] for f in self.files])
         if not groups:
             return []
-        import hf_model_gguf
+        import hf_model_gguf  # noqa: PLC0415  (needs gguf, imported only when a split GGUF is there)
 
         self.phase = "merge"
         out = []
         for g in groups.values():
             out.append(
-                hf_model_gguf.merge_group(self.local_dir, g, self.req.get("gguf_split_bin") or "llama-gguf-split")
+                hf_model_gguf.merge_group(
+                    self.local_dir, g, self.req.get("gguf_split_bin") or "llama-gguf-split"
+                )
             )
         return out
 
@@ -275,7 +277,9 @@ class Downloader:
         entries = []
         for f in self.files:
             key = _stat_key(self.local_dir / f["path"])
-            entries.append({"path": f["path"], "size": f["size"], "sha256": f.get("sha256"), "mtime_ns": key[1]})
+            entries.append(
+                {"path": f["path"], "size": f["size"], "sha256": f.get("sha256"), "mtime_ns": key[1]}
+            )
         for m in merged:
             key = _stat_key(self.local_dir / m["path"])
             entries.append({"path": m["path"], "size": key[0], "sha256": None, "mtime_ns": key[1]})

@@ -14,6 +14,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from gguf import GGUFReader, GGUFValueType, GGUFWriter
 from hf_model_common import HEAD_BYTES, Refused, hf_files
 
 SPLIT_KEY_PREFIX = "split."
@@ -30,8 +32,8 @@ def check_parts(local_dir: Path, group: dict[str, Any]) -> list[Path]:
             head = fh.read(HEAD_BYTES)
         if hf_files.hf_is_lfs_pointer(head):
             raise Refused(
-                f"{p} is a Git-LFS pointer file, not GGUF data (llama.cpp: \"invalid magic characters 'vers'\"); "
-                "fetch it through the hub API (huggingface_hub), not a git clone without LFS"
+                f'{p} is a Git-LFS pointer file, not GGUF data (llama.cpp: "invalid magic characters '
+                "'vers'\"); fetch it through the hub API (huggingface_hub), not a git clone without LFS"
             )
         if head[:4] != hf_files.GGUF_MAGIC:
             raise Refused(f"{p} does not start with the GGUF magic (got {head[:4]!r}): damaged download")
@@ -39,16 +41,13 @@ def check_parts(local_dir: Path, group: dict[str, Any]) -> list[Path]:
 
 
 def _tensor_table(path: Path) -> dict[str, tuple[tuple[int, ...], int, int]]:
-    from gguf import GGUFReader
-
     reader = GGUFReader(path)
-    return {t.name: (tuple(int(x) for x in t.shape), int(t.tensor_type), int(t.n_bytes)) for t in reader.tensors}
+    return {
+        t.name: (tuple(int(x) for x in t.shape), int(t.tensor_type), int(t.n_bytes)) for t in reader.tensors
+    }
 
 
 def _merge_python(parts: list[Path], out: Path) -> None:
-    import numpy as np
-    from gguf import GGUFReader, GGUFValueType, GGUFWriter
-
     readers = [GGUFReader(p) for p in parts]
     first = readers[0]
     arch_field = first.get_field("general.architecture")
@@ -85,7 +84,9 @@ def merge_group(local_dir: Path, group: dict[str, Any], split_bin: str) -> dict[
     tool = shutil.which(split_bin)
     try:
         if tool:
-            proc = subprocess.run([tool, "--merge", str(parts[0]), str(tmp)], capture_output=True, text=True)
+            proc = subprocess.run(
+                [tool, "--merge", str(parts[0]), str(tmp)], capture_output=True, text=True, check=False
+            )
             if proc.returncode != 0:
                 raise Refused(f"{tool} --merge {parts[0]} failed ({proc.returncode}): {proc.stderr[-2000:]}")
             method = tool
@@ -103,7 +104,8 @@ def merge_group(local_dir: Path, group: dict[str, Any], split_bin: str) -> dict[
         missing = sorted(set(expected) - set(got))
         tmp.unlink(missing_ok=True)
         raise Refused(
-            f"merged {out.name} does not match its parts (missing or changed tensors: {missing[:10] or 'shapes'})"
+            f"merged {out.name} does not match its parts "
+            f"(missing or changed tensors: {missing[:10] or 'shapes'})"
         )
     tmp.replace(out)
     return {"path": group["merged"], "parts": group["parts"], "tensors": len(got), "method": method}
