@@ -28,6 +28,7 @@ bare ``python3``.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import math
 import re
 from typing import Any
@@ -506,6 +507,11 @@ def quantization_scheme(arch: dict[str, Any]) -> dict[str, Any]:
 
 
 def _module_ignored(name: str, patterns: list[str]) -> bool:
+    return _module_ignored_cached(name, tuple(str(p) for p in patterns))
+
+
+@functools.lru_cache(maxsize=65536)
+def _module_ignored_cached(name: str, patterns: tuple[str, ...]) -> bool:
     candidates = (name, "language_model." + name, "model.language_model." + name.removeprefix("model."))
     for raw in patterns:
         pattern = str(raw)
