@@ -381,7 +381,7 @@ def _throughput_summary(tp: Mapping[str, Any]) -> dict[str, Any]:
 
 def serve_verify_report(observations: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
     """Judge one endpoint. settings: model, tool_call_parser, reasoning_parser, min_pass_ratio,
-    planned_kv_tokens, kv_tolerance, engine_log, engine_args, gpu_facts, base_url."""
+    planned_kv_tokens, kv_tolerance, engine_log (text), log_tail_lines, engine_args, gpu_facts, base_url."""
     if not isinstance(observations, Mapping) or "health" not in observations:
         raise _fail("serve_verify_report", "expected the serve_verify_probe module's `observations` dict")
     model = str(settings.get("model") or "")
@@ -420,8 +420,11 @@ def serve_verify_report(observations: Mapping[str, Any], settings: Mapping[str, 
         checks.append(kv_check)
 
     version = (observations.get("version") or {}).get("json") or {}
+    passed = all(c["passed"] for c in checks)
+    tail = int(settings.get("log_tail_lines", 60))
+    log_lines = str(settings.get("engine_log") or "").splitlines()
     return {
-        "passed": all(c["passed"] for c in checks),
+        "passed": passed,
         "model": model,
         "base_url": observations.get("base_url", settings.get("base_url", "")),
         "engine_version": version.get("version"),
@@ -449,6 +452,8 @@ def serve_verify_report(observations: Mapping[str, Any], settings: Mapping[str, 
             }
             for when in ("before", "after")
         },
+        # Only a failure needs the engine's side of the story.
+        "log_tail": [] if passed or tail <= 0 else log_lines[-tail:],
     }
 
 

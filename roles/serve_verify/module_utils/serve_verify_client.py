@@ -171,9 +171,10 @@ def run_throughput(
         count = max(level, requests_per_level)
         sampler = GaugeSampler(ep)
         start = time.monotonic()
-        sampler.start()
         with ThreadPoolExecutor(max_workers=level) as pool:
-            results = list(pool.map(lambda _: ep.stream_chat(body), range(count)))
+            futures = [pool.submit(ep.stream_chat, body) for _ in range(count)]
+            sampler.start()  # after submitting, so the first sample already sees requests in flight
+            results = [f.result() for f in futures]
         wall = time.monotonic() - start
         sampler.done.set()
         sampler.join()
