@@ -122,6 +122,7 @@ def small_env(tmp: Path, **over: Any) -> dict[str, Any]:
         ({"ml_env_wheelhouse": "/srv/wheels", "ml_env_index_url": "https://pypi.org/simple"}, "--no-index"),
         ({"ml_env_python_interpreter": "/nonexistent/python3.11"}, "ml_env_python_interpreter=/nonexistent"),
         ({"ml_env_engine": "nonsense"}, "ml_env_engine"),
+        ({"ml_env_path": "relative/ml-env"}, "must be absolute"),
     ],
 )
 def test_bad_input_fails_before_any_change(tmp_path: Path, over: dict[str, Any], expected: str) -> None:
