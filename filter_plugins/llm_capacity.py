@@ -84,6 +84,11 @@ DEFAULT_VLLM_VERSION = "0.22.0"
 # CUDA-graph memory is subtracted from the KV budget by default from this version on
 # (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; 0.19 logs "will be enabled by default", 0.22 applies it).
 CUDAGRAPH_SUBTRACTED_SINCE = (0, 21, 0)
+# "GPU KV cache size" is logged as int(max_concurrency * max_model_len) from this version on (PRs #38364 /
+# #40694; v0.27.1's kv_cache_utils.py has it, 0.19.0 logs num_blocks // groups * block, issue #40691). The
+# first release is not pinned from the sources: a 0.26.1rc1 dev build logs non-block-multiple counts
+# (vllm-project/recipes PR #810), so 0.26 is the bound used here.
+REPORT_FROM_CONCURRENCY_SINCE = (0, 26, 0)
 # First release assumed to carry vLLM PR #34597 (FP8 KV for TRITON_MLA). The PR merged after
 # 2026-02-28 (issue #35577 still quotes the NotImplementedError) and before 2026-05-24 (PR #35695
 # closed as implemented upstream); the release is not pinned from the sources, so this is the
@@ -123,6 +128,10 @@ CUDAGRAPH_BASE_GIB = 0.35
 CUDAGRAPH_PER_LAYER_GIB = 0.0185
 
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 2, "float": 2, "auto": 2}
+# config.json "mamba_ssm_dtype" (Qwen3.5 ships "float32"): vLLM keeps the recurrent (temporal) state in
+# that dtype (vllm/model_executor/layers/mamba/mamba_utils.py MambaStateDtypeCalculator); the conv state
+# stays in the model dtype.
+_STATE_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 _KV_DTYPES = {"auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"}
 
 
@@ -299,6 +308,7 @@ def _linear_state(text: dict[str, Any]) -> dict[str, Any] | None:
             "v_heads": int(text["linear_num_value_heads"]),
             "v_dim": int(text.get("linear_value_head_dim") or 128),
             "kernel": int(text.get("linear_conv_kernel_dim") or 4),
+            "ssm_bytes": _STATE_DTYPE_BYTES.get(str(text.get("mamba_ssm_dtype") or "")),
         }
     if text.get("mamba_num_heads") and text.get("ssm_state_size"):
         return {
@@ -308,6 +318,7 @@ def _linear_state(text: dict[str, Any]) -> dict[str, Any] | None:
             "state": int(text["ssm_state_size"]),
             "groups": int(text.get("n_groups") or text.get("mamba_n_groups") or 1),
             "kernel": int(text.get("conv_kernel") or text.get("mamba_d_conv") or 4),
+            "ssm_bytes": _STATE_DTYPE_BYTES.get(str(text.get("mamba_ssm_dtype") or "")),
         }
     return None
 
@@ -720,20 +731,23 @@ def _linear_state_bytes(arch: dict[str, Any], tp: int) -> int | None:
     """Recurrent state of one linear-attention / Mamba layer on one rank, in bytes.
 
     Gated DeltaNet (Qwen3-Next, vllm/model_executor/models/qwen3_next.py) and Mamba2
-    (mamba_mixer2.py): a conv state of (conv_dim / tp, kernel - 1) and a temporal state, both in the
-    model dtype (cache_config.mamba_ssm_cache_dtype "auto").
+    (mamba_mixer2.py): a conv state of (conv_dim / tp, kernel - 1) in the model dtype and a temporal
+    state in the config's mamba_ssm_dtype (model dtype when absent; mamba_ssm_cache_dtype "auto").
+    Qwen3.5-27B's float32 state makes vLLM log "Setting attention block size to 1568 tokens" with an
+    FP8 cache (784 with BF16); a 16-bit state would give 800 / 400.
     """
     state = arch.get("linear_state")
     if not state:
         return None
     dtype = arch["dtype_bytes"]
+    ssm = state.get("ssm_bytes") or dtype
     if state["type"] == "gdn":
         conv_dim = 2 * state["k_heads"] * state["k_dim"] + state["v_heads"] * state["v_dim"]
         temporal = _cdiv(state["v_heads"], tp) * state["k_dim"] * state["v_dim"]
     else:
         conv_dim = state["heads"] * state["head_dim"] + 2 * state["groups"] * state["state"]
         temporal = _cdiv(state["heads"], tp) * state["head_dim"] * state["state"]
-    return (_cdiv(conv_dim, tp) * (state["kernel"] - 1) + temporal) * dtype
+    return _cdiv(conv_dim, tp) * (state["kernel"] - 1) * dtype + temporal * ssm
 
 
 def kv_layer_specs(arch: dict[str, Any], *, tp: int, kv_dtype: str, kv_bytes: float) -> list[dict[str, Any]]:
@@ -797,7 +811,7 @@ def _group_layers(specs: list[dict[str, Any]], hybrid: bool, block_size: int) ->
         # tokens) until an attention page holds a Mamba state; the Mamba page is padded to it.
         per_token = max(s["bytes_per_token"] for s in attn)
         state = max(s["state_bytes"] for s in specs if s["kind"] == "mamba")
-        block_size = max(block_size, 16 * _cdiv(state, 16 * per_token))
+        block_size = max(block_size, 16 * _cdiv(int(state), int(16 * per_token)))
     for s in specs:
         s["block"] = block_size
         s["page"] = s["bytes_per_token"] * block_size
@@ -851,11 +865,16 @@ def _group_layers(specs: list[dict[str, Any]], hybrid: bool, block_size: int) ->
     return groups
 
 
-def _blocks_per_request(group: dict[str, Any], *, max_model_len: int, dcp: int, mnbt: int) -> int:
+def _blocks_per_request(
+    group: dict[str, Any], *, max_model_len: int, dcp: int, mnbt: int, mamba_cache_mode: str = "none"
+) -> int:
     """Blocks one request of max_model_len needs in a group (KVCacheSpec.max_memory_usage_bytes)."""
     block = group["block"]
-    if group["kind"] == "mamba":  # one state per sequence (mamba_cache_mode "none")
-        return 1
+    if group["kind"] == "mamba":
+        # "none": one state per sequence. "align" (prefix caching on a hybrid model): the running state
+        # plus the last block-aligned checkpoint, 2 blocks: a Qwen3.5-27B-geometry log with prefix
+        # caching reports 2.31x for 208 blocks = 84 attention blocks + 3 linear groups x 2.
+        return 2 if mamba_cache_mode == "align" else 1
     if group["kind"] == "sliding":
         return _cdiv(min(group["window"] - 1 + mnbt, max_model_len), block) + 1
     if group["kind"] == "chunked":
@@ -871,8 +890,15 @@ def kv_capacity(
     dcp: int,
     max_model_len: int,
     max_num_batched_tokens: int,
+    mamba_cache_mode: str = "none",
+    report_from_concurrency: bool = False,
 ) -> dict[str, Any]:
-    """num_blocks (min over stages), logged token count and maximum concurrency, as vLLM computes them."""
+    """num_blocks (min over stages), logged token count and maximum concurrency, as vLLM computes them.
+
+    The logged "GPU KV cache size" is ``num_blocks // groups * block * dcp`` up to vLLM 0.19 at least
+    (issue #40691); newer builds log ``int(max_concurrency * max_model_len)`` (``report_from_concurrency``,
+    vllm/v1/core/kv_cache_utils.py at v0.27.1, PRs #38364 / #40694), which differs for hybrid models.
+    """
     pp = len(stage_memory_bytes)
     blocks_by_stage = []
     page_by_stage = []
@@ -891,11 +917,20 @@ def kv_capacity(
     num_blocks = min(blocks_by_stage) if blocks_by_stage else 0
     n_groups = max(len(groups), 1)
     min_block = min((g["block"] for g in groups), default=DEFAULT_BLOCK_SIZE)
-    tokens = num_blocks // n_groups * min_block * dcp
     need = sum(
-        _blocks_per_request(g, max_model_len=max_model_len, dcp=dcp, mnbt=max_num_batched_tokens)
+        _blocks_per_request(
+            g,
+            max_model_len=max_model_len,
+            dcp=dcp,
+            mnbt=max_num_batched_tokens,
+            mamba_cache_mode=mamba_cache_mode,
+        )
         for g in groups
     )
+    if report_from_concurrency and need:
+        tokens = int(num_blocks / need * max_model_len)
+    else:
+        tokens = num_blocks // n_groups * min_block * dcp
     return {
         "num_blocks": num_blocks,
         "num_blocks_by_stage": blocks_by_stage,
@@ -908,12 +943,17 @@ def kv_capacity(
     }
 
 
-def max_model_len_that_fits(groups: list[dict[str, Any]], num_blocks: int, *, dcp: int, mnbt: int) -> int:
+def max_model_len_that_fits(
+    groups: list[dict[str, Any]], num_blocks: int, *, dcp: int, mnbt: int, mamba_cache_mode: str = "none"
+) -> int:
     """Largest max_model_len whose single request fits in num_blocks (vLLM's estimate on failure)."""
     lo, hi, best = 1, 1 << 26, 0
     while lo <= hi:
         mid = (lo + hi) // 2
-        need = sum(_blocks_per_request(g, max_model_len=mid, dcp=dcp, mnbt=mnbt) for g in groups)
+        need = sum(
+            _blocks_per_request(g, max_model_len=mid, dcp=dcp, mnbt=mnbt, mamba_cache_mode=mamba_cache_mode)
+            for g in groups
+        )
         if need <= num_blocks:
             best, lo = mid, mid + 1
         else:
@@ -1079,6 +1119,7 @@ def plan_memory(
     language_model_only: bool = False,
     quantization: str | None = None,
     interconnect: str = "nvlink",
+    mamba_cache_mode: str = "none",
 ) -> dict[str, Any]:
     """Memory plan of one vLLM instance on identical GPUs. See docs/planner.md for every key."""
     gpu_memory_gib = _positive_float("gpu_memory_gib", gpu_memory_gib)
@@ -1109,6 +1150,8 @@ def plan_memory(
         gpu_count = _positive_int("gpu_count", gpu_count)
     if interconnect not in ("nvlink", "pcie"):
         raise PlanInputError("interconnect", f"expected 'nvlink' or 'pcie', got {interconnect!r}")
+    if mamba_cache_mode not in ("none", "align"):
+        raise PlanInputError("mamba_cache_mode", f"expected 'none' or 'align', got {mamba_cache_mode!r}")
     if mm_encoder_tp_mode not in ("weights", "data"):
         raise PlanInputError(
             "mm_encoder_tp_mode", f"expected 'weights' or 'data', got {mm_encoder_tp_mode!r}"
@@ -1208,6 +1251,8 @@ def plan_memory(
         dcp=dcp,
         max_model_len=model_len,
         max_num_batched_tokens=mnbt,
+        mamba_cache_mode=mamba_cache_mode,
+        report_from_concurrency=version >= REPORT_FROM_CONCURRENCY_SINCE,
     )
     bytes_by_stage = [
         sum(sp["bytes_per_token"] for sp in specs if stage_of[sp["layer"]] == s) for s in range(pp)
@@ -1228,7 +1273,9 @@ def plan_memory(
             "use more GPUs or a smaller quantization"
         )
     elif cap["blocks_per_request"] > cap["num_blocks"]:
-        fit_len = max_model_len_that_fits(groups, cap["num_blocks"], dcp=dcp, mnbt=mnbt)
+        fit_len = max_model_len_that_fits(
+            groups, cap["num_blocks"], dcp=dcp, mnbt=mnbt, mamba_cache_mode=mamba_cache_mode
+        )
         reasons.append(
             f"one request of max_model_len {model_len} needs {cap['blocks_per_request']} KV blocks but only "
             f"{cap['num_blocks']} fit; the largest max_model_len that fits is {fit_len}"
