@@ -108,11 +108,10 @@ class Hub:
         return [line for line in self.requests() if f"/{repo_id}/resolve/" in line]
 
 
-@pytest.fixture(scope="session")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
-    base = tmp_path_factory.mktemp("olah")
+def start_hub(base: Path) -> Hub:
+    """Start olah on a free loopback port serving ``base/mirror`` (offline mode); wait until it answers."""
     mirror = base / "mirror"
-    (mirror / "models").mkdir(parents=True)
+    (mirror / "models").mkdir(parents=True, exist_ok=True)
     port = _free_port()
     config = base / "olah.toml"
     config.write_text(
@@ -125,14 +124,14 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
         "offline = true\n"
     )
     log_path = base / "olah.log"
-    log = log_path.open("wb")
-    proc = subprocess.Popen(
-        [str(VENV_BIN / "olah-cli"), "-c", str(config)],
-        cwd=base,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [str(VENV_BIN / "olah-cli"), "-c", str(config)],
+            cwd=base,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     endpoint = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -147,15 +146,25 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
             proc.kill()
             raise RuntimeError(f"olah did not answer in 60 s: {log_path.read_text()[-2000:]}")
         time.sleep(0.3)
+    return Hub(endpoint=endpoint, mirror=mirror, log_path=log_path, proc=proc)
+
+
+def stop_hub(hub: Hub) -> None:
+    hub.proc.terminate()
     try:
-        yield Hub(endpoint=endpoint, mirror=mirror, log_path=log_path, proc=proc)
+        hub.proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        hub.proc.kill()
+        hub.proc.wait()
+
+
+@pytest.fixture(scope="session")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
+    started = start_hub(tmp_path_factory.mktemp("olah"))
+    try:
+        yield started
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        stop_hub(started)
 
 
 def run_playbook(

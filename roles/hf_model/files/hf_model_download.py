@@ -117,7 +117,7 @@ class Downloader:
                 "files_done": files_done,
                 "files_total": len(self.files),
                 "in_flight": partial,
-                "elapsed_s": int(elapsed),
+                "elapsed_s": round(elapsed, 1),
                 "updated": time.time(),
             },
         )
