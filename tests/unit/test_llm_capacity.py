@@ -540,3 +540,36 @@ def test_filter_module_maps_names_and_wraps_errors():
         filters["llm_plan"](config(LLAMA8B), gpu_memory_gib=80, tensor_parallel_size=-1)
     with pytest.raises(lc.AnsibleFilterError, match="llm_recommend"):
         filters["llm_recommend"](config(LLAMA8B), gpu_memory_gib=80, gpu_count=0)
+
+
+# --- report formula by version, hybrid state -------------------------------------------------------
+
+
+def test_token_report_switches_to_concurrency_times_length_from_0_26():
+    """Full attention: both vLLM formulas give the same count; sliding-window groups: the newer one counts
+    what the pool holds at max_model_len (blocks / blocks per request x length)."""
+    dense = {v: plan(LLAMA8B, kv_cache_memory_gib=10, vllm_version=v) for v in ("0.22.0", "0.26.0")}
+    assert dense["0.22.0"]["kv_cache_tokens"] == dense["0.26.0"]["kv_cache_tokens"]
+    long = {"tensor_parallel_size": 2, "kv_cache_memory_gib": 10, "max_model_len": 131072}
+    old = plan(GPTOSS, vllm_version="0.22.0", **long)
+    new = plan(GPTOSS, vllm_version="0.26.0", **long)
+    assert old["num_gpu_blocks"] == new["num_gpu_blocks"]
+    assert old["kv_cache_tokens"] == old["num_gpu_blocks"] // 2 * 16
+    assert new["kv_cache_tokens"] == int(new["num_gpu_blocks"] / new["blocks_per_request"] * 131072)
+    # At 131,072 tokens a sliding layer holds only its window (+ a batch): the pool serves more context.
+    assert new["kv_cache_tokens"] > old["kv_cache_tokens"]
+
+
+def test_hybrid_state_dtype_and_align_mode():
+    cfg = config("Qwen__Qwen3.5-27B")
+    fp32 = lc.plan_memory(cfg, gpu_memory_gib=80, max_model_len=32768, kv_cache_memory_gib=20)
+    bf16_cfg = json.loads(json.dumps(cfg))
+    del bf16_cfg["text_config"]["mamba_ssm_dtype"]
+    bf16 = lc.plan_memory(bf16_cfg, gpu_memory_gib=80, max_model_len=32768, kv_cache_memory_gib=20)
+    assert (fp32["block_size"], bf16["block_size"]) == (784, 400)  # float32 temporal state doubles the page
+    align = lc.plan_memory(
+        cfg, gpu_memory_gib=80, max_model_len=32768, kv_cache_memory_gib=20, mamba_cache_mode="align"
+    )
+    assert align["blocks_per_request"] == fp32["blocks_per_request"] + 3  # 3 linear groups, 2 blocks each
+    with pytest.raises(lc.PlanInputError, match="mamba_cache_mode"):
+        lc.plan_memory(cfg, gpu_memory_gib=80, mamba_cache_mode="all")
