@@ -51,6 +51,11 @@ def _catalog(kind: str, name: str) -> dict[str, Any]:
     return data["llm_model" if kind == "models" else "llm_hardware"]
 
 
+def _interconnect(hw: dict[str, Any]) -> str:
+    """The role plans PCIe-only hosts without NVLink all-reduce buffers (roles/llm_plan/vars/main.yml)."""
+    return "pcie" if hw.get("interconnect") == "pcie" else "nvlink"
+
+
 def _recap_ok(out: str) -> None:
     recap = re.search(r"localhost\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", out)
     assert recap, out[-2000:]
@@ -94,6 +99,7 @@ def _check_against_planner(
         gpu_memory_utilization=hw["recommended_gpu_memory_utilization"],
         max_num_seqs=256,
         kv_cache_dtypes=["bfloat16", "fp8"],
+        interconnect=_interconnect(hw),
     )
     if rec["fits"]:
         assert (layout["tp"], layout["pp"], layout["dp"]) == (
@@ -120,6 +126,7 @@ def _check_against_planner(
             checkpoint_gib=checkpoint_gib,
             vllm_version=vllm_version,
             gpu_count=hw["gpu_count"],
+            interconnect=_interconnect(hw),
         )
         assert int(row["tokens"].replace(",", "")) == plan["kv_cache_tokens"], row
         assert row["conc"] == f"{plan['max_concurrency']:,.2f}", row
@@ -272,6 +279,7 @@ def _check_against_planner_rows_only(out: str) -> None:
             checkpoint_gib=model["checkpoint_bytes"] / 2**30,
             vllm_version="0.22.0",
             gpu_count=hw["gpu_count"],
+            interconnect=_interconnect(hw),
         )
         assert int(row["tokens"].replace(",", "")) == plan["kv_cache_tokens"], row
 
