@@ -85,10 +85,11 @@ DEFAULT_VLLM_VERSION = "0.22.0"
 # (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; 0.19 logs "will be enabled by default", 0.22 applies it).
 CUDAGRAPH_SUBTRACTED_SINCE = (0, 21, 0)
 # "GPU KV cache size" is logged as int(max_concurrency * max_model_len) from this version on (PRs #38364 /
-# #40694; v0.27.1's kv_cache_utils.py has it, 0.19.0 logs num_blocks // groups * block, issue #40691). The
-# first release is not pinned from the sources: a 0.26.1rc1 dev build logs non-block-multiple counts
-# (vllm-project/recipes PR #810), so 0.26 is the bound used here.
-REPORT_FROM_CONCURRENCY_SINCE = (0, 26, 0)
+# #40694): this project's own vLLM 0.22.0 recording on an H200 shows it for Gemma 3
+# (tests/data/vllm_logs_h200.jsonl r02_gemma3_tp1_bf16, exact), v0.27.1's kv_cache_utils.py has it, while
+# 0.19.0 (issue #40691) and 0.16.1rc1 (a Qwen3.5-9B log) print num_blocks // groups * block. 0.20 and
+# 0.21 are not pinned; 0.22 is the first version seen with it.
+REPORT_FROM_CONCURRENCY_SINCE = (0, 22, 0)
 # First release assumed to carry vLLM PR #34597 (FP8 KV for TRITON_MLA). The PR merged after
 # 2026-02-28 (issue #35577 still quotes the NotImplementedError) and before 2026-05-24 (PR #35695
 # closed as implemented upstream); the release is not pinned from the sources, so this is the
@@ -896,8 +897,8 @@ def kv_capacity(
     """num_blocks (min over stages), logged token count and maximum concurrency, as vLLM computes them.
 
     The logged "GPU KV cache size" is ``num_blocks // groups * block * dcp`` up to vLLM 0.19 at least
-    (issue #40691); newer builds log ``int(max_concurrency * max_model_len)`` (``report_from_concurrency``,
-    vllm/v1/core/kv_cache_utils.py at v0.27.1, PRs #38364 / #40694), which differs for hybrid models.
+    (issue #40691); 0.22 and later log ``int(max_concurrency * max_model_len)``
+    (``report_from_concurrency``, PRs #38364 / #40694), which differs for hybrid models.
     """
     pp = len(stage_memory_bytes)
     blocks_by_stage = []
@@ -1014,6 +1015,14 @@ def estimate_cudagraph_gib(layers_on_rank: int, max_num_seqs: int = 1024) -> flo
 # ----------------------------------------------------------------------------------------------
 
 
+def _fp8_weight_block_n(arch: dict[str, Any]) -> int | None:
+    qc = arch.get("quantization_config") or {}
+    block = qc.get("weight_block_size")
+    if str(qc.get("quant_method") or "").lower() == "fp8" and isinstance(block, list) and block:
+        return int(block[0])
+    return None
+
+
 def check_divisibility(
     arch: dict[str, Any], *, tp: int, pp: int, dp: int, ep: bool, dcp: int
 ) -> list[dict[str, str]]:
@@ -1065,6 +1074,20 @@ def check_divisibility(
             "tensor_parallel_size",
             f"intermediate_size {arch['intermediate_size']} is not divisible by tensor_parallel_size {tp}",
         )
+    block_n = _fp8_weight_block_n(arch)
+    if block_n:
+        # Block-FP8 checkpoints (e.g. DeepSeek-V3, Qwen3 FP8): each rank's slice of a column-parallel weight
+        # must be whole blocks (vllm/model_executor/layers/quantization/fp8.py validate_block_quant_shapes).
+        widths = {"intermediate_size": arch["intermediate_size"]}
+        if arch["num_experts"] and not ep:
+            widths["moe_intermediate_size"] = arch["moe_intermediate_size"]
+        for name, width in widths.items():
+            if width and width % tp == 0 and (width // tp) % block_n:
+                bad(
+                    "tensor_parallel_size",
+                    f"{name} {width} / tensor_parallel_size {tp} = {width // tp} is not a multiple of "
+                    f"the FP8 weight block {block_n}",
+                )
     if dcp > 1:
         if tp % dcp:
             bad(

@@ -154,7 +154,7 @@ def test_auto_kv_dtype_follows_checkpoint_recipe():
 
 
 def test_gemma_hybrid_groups_and_reported_tokens():
-    p = plan(GEMMA, kv_cache_memory_gib=19.53)
+    p = plan(GEMMA, kv_cache_memory_gib=19.53, vllm_version="0.19.0")
     # 10 full + 52 sliding layers -> group size 10 -> 1 full + 6 sliding groups (2 padding slots).
     assert p["kv_cache_groups"] == 7
     blocks = int(19.53 * GIB // (16 * 16 * 128 * 2 * 2) // 10)
@@ -162,6 +162,10 @@ def test_gemma_hybrid_groups_and_reported_tokens():
     assert p["kv_cache_tokens"] == blocks // 7 * 16
     # A request of 8192 tokens: 512 full blocks + 6 sliding groups x (cdiv(1023 + 8192, 16)... capped) + 1.
     assert p["blocks_per_request"] == 512 + 6 * 513
+    # vLLM 0.22 logs the context the pool holds at max_model_len instead (same blocks).
+    new = plan(GEMMA, kv_cache_memory_gib=19.53, vllm_version="0.22.0")
+    assert new["num_gpu_blocks"] == blocks
+    assert new["kv_cache_tokens"] == int(blocks / (512 + 6 * 513) * 8192)
 
 
 def test_disabling_hybrid_manager_counts_every_layer_as_full():
@@ -180,8 +184,9 @@ def test_disabling_hybrid_manager_counts_every_layer_as_full():
 
 
 def test_sliding_window_saves_concurrency_at_long_context():
-    short = plan(GPTOSS, tensor_parallel_size=2, kv_cache_memory_gib=59.32, max_model_len=8192)
-    long = plan(GPTOSS, tensor_parallel_size=2, kv_cache_memory_gib=59.32, max_model_len=131072)
+    kw = {"tensor_parallel_size": 2, "kv_cache_memory_gib": 59.32, "vllm_version": "0.19.0"}
+    short = plan(GPTOSS, max_model_len=8192, **kw)
+    long = plan(GPTOSS, max_model_len=131072, **kw)
     assert short["kv_cache_tokens"] == long["kv_cache_tokens"]
     # Sliding layers need only window + batch tokens, so 16x the context costs far less than 16x blocks.
     assert long["max_concurrency"] > short["max_concurrency"] / 16 * 1.5
@@ -212,7 +217,9 @@ QWEN3_NEXT_LIKE = {
 
 
 def test_gated_deltanet_hybrid_pads_attention_blocks_to_the_state():
-    p = lc.plan_memory(QWEN3_NEXT_LIKE, gpu_memory_gib=80, kv_cache_memory_gib=10, max_model_len=32768)
+    p = lc.plan_memory(
+        QWEN3_NEXT_LIKE, gpu_memory_gib=80, kv_cache_memory_gib=10, max_model_len=32768, vllm_version="0.19.0"
+    )
     state = (8192 // 1) * 3 * 2 + 32 * 128 * 128 * 2  # conv (conv_dim x 3) + temporal state, bf16
     attn_per_token = 2 * 2 * 256 * 2
     block = 16 * -(-state // (16 * attn_per_token))
@@ -545,14 +552,14 @@ def test_filter_module_maps_names_and_wraps_errors():
 # --- report formula by version, hybrid state -------------------------------------------------------
 
 
-def test_token_report_switches_to_concurrency_times_length_from_0_26():
+def test_token_report_switches_to_concurrency_times_length_from_0_22():
     """Full attention: both vLLM formulas give the same count; sliding-window groups: the newer one counts
     what the pool holds at max_model_len (blocks / blocks per request x length)."""
-    dense = {v: plan(LLAMA8B, kv_cache_memory_gib=10, vllm_version=v) for v in ("0.22.0", "0.26.0")}
-    assert dense["0.22.0"]["kv_cache_tokens"] == dense["0.26.0"]["kv_cache_tokens"]
+    dense = {v: plan(LLAMA8B, kv_cache_memory_gib=10, vllm_version=v) for v in ("0.19.0", "0.22.0")}
+    assert dense["0.19.0"]["kv_cache_tokens"] == dense["0.22.0"]["kv_cache_tokens"]
     long = {"tensor_parallel_size": 2, "kv_cache_memory_gib": 10, "max_model_len": 131072}
-    old = plan(GPTOSS, vllm_version="0.22.0", **long)
-    new = plan(GPTOSS, vllm_version="0.26.0", **long)
+    old = plan(GPTOSS, vllm_version="0.19.0", **long)
+    new = plan(GPTOSS, vllm_version="0.22.0", **long)
     assert old["num_gpu_blocks"] == new["num_gpu_blocks"]
     assert old["kv_cache_tokens"] == old["num_gpu_blocks"] // 2 * 16
     assert new["kv_cache_tokens"] == int(new["num_gpu_blocks"] / new["blocks_per_request"] * 131072)

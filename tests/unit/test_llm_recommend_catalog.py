@@ -7,6 +7,7 @@ instance leaves, and splits vLLM refuses are skipped with the reason.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -136,3 +137,20 @@ def test_nothing_fits_gives_a_verdict_with_reasons() -> None:
     assert rec["plan"] is not None and rec["plan"]["fits"] is False
     assert any("exceed gpu_memory_utilization" in r for r in rec["reasons"])
     assert "tensor_parallel_size" not in rec  # no layout is proposed
+
+
+def test_block_fp8_slices_must_be_whole_blocks() -> None:
+    """Qwen3-235B-A22B FP8 (128x128 blocks): 1536 / TP 8 = 192 is refused by vLLM; EP or TP 4 is not."""
+    cfg = json.loads(
+        (ROOT / "tests/data/model_configs/Qwen__Qwen3-235B-A22B-Instruct-2507-FP8.json").read_text()
+    )
+    arch = lc.normalize_architecture(cfg)
+    (problem,) = lc.check_divisibility(arch, tp=8, pp=1, dp=1, ep=False, dcp=1)
+    assert problem["field"] == "tensor_parallel_size" and "FP8 weight block 128" in problem["message"]
+    assert lc.check_divisibility(arch, tp=8, pp=1, dp=1, ep=True, dcp=1) == []
+    assert lc.check_divisibility(arch, tp=4, pp=1, dp=1, ep=False, dcp=1) == []
+    rec = RECOMMEND(
+        cfg, gpu_memory_gib=79.19, gpu_count=8, compute_capability="9.0", target_max_model_len=32768
+    )
+    assert rec["fits"] and rec["tensor_parallel_size"] <= 4
+    assert any("TP 8 x PP 1 x DP 1 skipped" in s for s in rec["skipped_layouts"])
