@@ -119,9 +119,7 @@ def journal_tail(module: AnsibleModule, unit: str, lines: int) -> str:
     return out or err
 
 
-def http(
-    url: str, api_key: str, body: dict[str, Any] | None = None, timeout: float = 30
-) -> tuple[int, str]:
+def http(url: str, api_key: str, body: dict[str, Any] | None = None, timeout: float = 30) -> tuple[int, str]:
     headers = {"Content-Type": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
