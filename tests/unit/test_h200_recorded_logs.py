@@ -36,14 +36,9 @@ IDS = [r["id"] for r in RECORDS]
 # vLLM 0.22 logs "GPU KV cache size" as int(max_concurrency x max_model_len)
 # (vllm/v1/core/kv_cache_utils.py `_report_kv_cache_config`); 0.19 logged num_blocks // groups x block.
 # For hybrid sliding-window models the two differ; the planner still uses the 0.19 formula.
-FORMULA_XFAIL = {
-    "r02_gemma3_tp1_bf16": (
-        "vLLM 0.22 logs tokens = int(concurrency x max_model_len) = int(542.09 x 4096) = 2,220,406; "
-        "the planner gives num_blocks // 6 groups x 16 = 2,227,776 (+0.33 %). With 10 sliding (window "
-        "512) + 2 full layers and 8192 batched tokens a sliding group needs 257 blocks per request, the "
-        "full group 256."
-    ),
-}
+# Records the planner is known to miss on the 0.22 token formula: none since it follows
+# int(max_concurrency x max_model_len) (kv_cache_utils._report_kv_cache_config).
+FORMULA_XFAIL: dict[str, str] = {}
 
 
 def cli_plan(record: dict, **given: float) -> dict:
