@@ -38,7 +38,7 @@ def role_vars(endpoint: str, work: Path, dest: Path, workers: int) -> dict[str, 
         "hf_model_python": sys.executable,
         "hf_model_helper_dir": str(work / "helpers"),
         "hf_model_disk_margin_bytes": 0,
-        "hf_model_poll_interval_s": 2,
+        "hf_model_poll_interval_s": 15,
         "hf_model_max_workers": workers,
         "result_file": str(work / "result.json"),
     }
@@ -84,15 +84,13 @@ def helper_pids(helper_dir: Path) -> list[int]:
     return pids
 
 
-def interrupted(hub: Hub, work: Path, dest: Path, sizes: dict[str, int], big: str) -> None:
-    v = role_vars(hub.endpoint, work, dest, 8)
-
-    def hub_gets() -> list[str]:
-        return hub.file_gets(REPO)
-
+def interrupted(hub: Hub, work: Path, dest: Path, sizes: dict[str, int], workers: int) -> None:
+    """Kill the download helper once half the bytes are on disk, resume, and count what is fetched again."""
+    v = role_vars(hub.endpoint, work, dest, workers)
     vars_file = work / "vars.json"
     vars_file.write_text(json.dumps(v))
-    before = len(hub_gets())
+    total = sum(sizes.values())
+    start = len(hub.file_gets(REPO))
     play = subprocess.Popen(
         [str(VENV_BIN / "ansible-playbook"), str(PLAY), "-e", f"@{vars_file}"],
         cwd=ROOT,
@@ -101,52 +99,51 @@ def interrupted(hub: Hub, work: Path, dest: Path, sizes: dict[str, int], big: st
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    progress_file = dest / ".hf_model" / "progress.json"
+    partial_dir = dest / ".cache" / "huggingface" / "download"
     partial_bytes = 0
-    deadline = time.monotonic() + 600
+    deadline = time.monotonic() + 900
     try:
-        while time.monotonic() < deadline:
-            try:
-                p = json.loads(progress_file.read_text())
-            except (OSError, ValueError):
-                p = {}
-            partial = list((dest / ".cache" / "huggingface" / "download").glob("*.incomplete"))
-            size = sum(f.stat().st_size for f in partial if f.exists())
-            if p.get("in_flight") == [big] and size > sizes[big] // 2:
+        while time.monotonic() < deadline and not partial_bytes:
+            partial = list(partial_dir.glob("*.incomplete")) if partial_dir.exists() else []
+            in_flight = sum(f.stat().st_size for f in partial if f.exists())
+            done = sum(s for n, s in sizes.items() if (dest / n).is_file() and (dest / n).stat().st_size == s)
+            if in_flight and done + in_flight >= total // 2:
                 for pid in helper_pids(work / "helpers"):
                     os.kill(pid, signal.SIGKILL)
-                partial_bytes = size
-                break
+                partial_bytes = in_flight
             time.sleep(0.05)
     finally:
         os.killpg(play.pid, signal.SIGKILL)
         play.wait()
-    done_before = {n for n in sizes if (dest / n).is_file() and (dest / n).stat().st_size == sizes[n]}
-    first = hub_gets()[before:]
+    done_before = {n for n, s in sizes.items() if (dest / n).is_file() and (dest / n).stat().st_size == s}
+    first_run = len(hub.file_gets(REPO))
+    started = {_name(line) for line in hub.file_gets(REPO)[start:first_run]}
     run_playbook(PLAY, v)
-    again = [
-        line.split("/resolve/")[1].split()[0].split("/", 1)[1] for line in hub_gets()[before + len(first) :]
-    ]
-    refetched_finished = [n for n in again if n in done_before]
+    again = [_name(line) for line in hub.file_gets(REPO)[first_run:]]
+    refetched = [n for n in again if n in started]
+    complete_mb = sum(sizes[n] for n in done_before) / 1e6
     print(
-        f"interruption: killed with {partial_bytes / 1e6:.1f} MB of {big} "
-        f"({sizes[big] / 1e6:.1f} MB) written;"
+        f"interruption, {workers} worker(s): killed with {len(done_before)}/{len(sizes)} files complete "
+        f"({complete_mb:.0f} MB) and {partial_bytes / 1e6:.1f} MB in partial files"
     )
     print(
-        f"  files finished before the kill: {len(done_before)}/{len(sizes)}; "
-        f"fetched again by the resumed run: {again}"
+        f"  resumed run: {len(refetched)} file(s) fetched again {refetched} "
+        f"({sum(sizes[n] for n in refetched) / 1e6:.1f} MB, {partial_bytes / 1e6:.1f} MB of it "
+        "transferred twice); "
+        f"finished files fetched again: {len([n for n in again if n in done_before])}; "
+        f"files fetched for the first time: {len(again) - len(refetched)} (goal: at most one file again)"
     )
-    print(
-        f"  finished files fetched again: {len(refetched_finished)}; bytes re-fetched (discarded partial): "
-        f"{partial_bytes} = {partial_bytes / sizes[big]:.2f} of one file (goal: at most one file)"
-    )
+
+
+def _name(log_line: str) -> str:
+    return log_line.split("/resolve/")[1].split(maxsplit=1)[0].split("/", 1)[1]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shards", type=int, default=4)
-    ap.add_argument("--shard-mb", type=int, default=150)
-    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--shard-mb", type=int, default=100)
+    ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--workers", type=int, default=8)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="hf_model_bench.") as tmp:
@@ -191,8 +188,8 @@ def main() -> None:
                 f"ratio role/plain throughput: whole play {p / rw:.2f}x, "
                 f"download phase {p / rd:.2f}x (goal >= 0.95x)"
             )
-            big = max((n for n in sizes if n.endswith(".safetensors")), key=lambda n: sizes[n])
-            interrupted(hub, work, work / "interrupted", sizes, big)
+            interrupted(hub, work, work / "interrupted-8", sizes, args.workers)
+            interrupted(hub, work, work / "interrupted-1", sizes, 1)
         finally:
             stop_hub(hub)
 

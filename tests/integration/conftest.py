@@ -168,7 +168,11 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
 
 
 def run_playbook(
-    playbook: Path, extra_vars: Mapping[str, object], env: Mapping[str, str] | None = None, timeout: int = 600
+    playbook: Path,
+    extra_vars: Mapping[str, object],
+    env: Mapping[str, str] | None = None,
+    timeout: int = 600,
+    args: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
     """ansible-playbook against localhost (connection local) with the project's ansible.cfg."""
     vars_file = playbook.parent / f".vars-{os.getpid()}-{time.monotonic_ns()}.json"
@@ -183,7 +187,7 @@ def run_playbook(
     }
     try:
         return subprocess.run(
-            [str(VENV_BIN / "ansible-playbook"), str(playbook), "-e", f"@{vars_file}"],
+            [str(VENV_BIN / "ansible-playbook"), str(playbook), "-e", f"@{vars_file}", *args],
             cwd=ROOT,
             env=full_env,
             capture_output=True,

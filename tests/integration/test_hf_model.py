@@ -290,3 +290,34 @@ def test_prune_old_removes_other_downloads_only(hub: Hub, tmp_path: Path) -> Non
     # The deployed model is never a candidate: pruning again removes nothing.
     assert check(run_playbook(PLAY, new))["changed"] == 0
     assert (root / "evolving-new" / "config.json").exists()
+
+
+def test_check_mode_changes_nothing(hub: Hub, tmp_path: Path) -> None:
+    sha = hub.make_repo("acme/checked", safetensors_model(tmp_path / "src", shards=2))
+    v = role_vars(hub, tmp_path, "acme/checked", sha)
+    dest = Path(str(v["hf_model_local_dir"]))
+    fresh = run_playbook(PLAY, v, args=("--check",))
+    assert fresh.returncode == 0, fresh.stdout[-4000:]
+    assert not dest.exists() and not (tmp_path / "helpers").exists()
+    assert "the hub is not probed" in fresh.stdout
+    check(run_playbook(PLAY, v))
+    before = snapshot(dest)
+    gets = len(hub.file_gets("acme/checked"))
+    again = run_playbook(PLAY, v, args=("--check", "--diff"))
+    assert check(again)["changed"] == 0
+    assert snapshot(dest) == before and len(hub.file_gets("acme/checked")) == gets
+
+
+def test_token_reaches_the_host_only_as_a_private_file(hub: Hub, tmp_path: Path) -> None:
+    secret = "hf_TESTTOKEN_do_not_log_4242"
+    sha = hub.make_repo("acme/gated", {"config.json": b"{}"})
+    v = role_vars(hub, tmp_path, "acme/gated", sha, hf_model_token=secret)
+    proc = run_playbook(PLAY, v, args=("-vv",))
+    check(proc)
+    assert secret not in proc.stdout and secret not in proc.stderr
+    token_file = tmp_path / "helpers" / "token"
+    assert token_file.read_text() == secret
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    # Without a token the stored one is removed.
+    check(run_playbook(PLAY, {**v, "hf_model_token": ""}))
+    assert not token_file.exists()
