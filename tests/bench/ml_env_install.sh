@@ -30,4 +30,7 @@ run "uv, cold cache" "$work/a/ml-env" uv "$work/uv-cache"
 run "unchanged re-run" "$work/a/ml-env" uv "$work/uv-cache"
 run "uv, warm cache, new venv" "$work/b/ml-env" uv "$work/uv-cache"
 run "pip, cold cache" "$work/c/ml-env" pip "$work/pip-cache"
-du -sh "$work/uv-cache" "$work/pip-cache" | sed 's/^/size: /'
+# pip writes no cache here: the package mirror sends no caching headers (verified-recipes §7).
+for d in "$work/uv-cache" "$work/pip-cache"; do
+  if [ -d "$d" ]; then du -sh "$d"; else echo "0 (empty) $d"; fi
+done | sed 's/^/cache size: /'
