@@ -84,6 +84,14 @@ DEFAULT_VLLM_VERSION = "0.22.0"
 # CUDA-graph memory is subtracted from the KV budget by default from this version on
 # (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; 0.19 logs "will be enabled by default", 0.22 applies it).
 CUDAGRAPH_SUBTRACTED_SINCE = (0, 21, 0)
+# From 0.27.0 vllm/utils/mem_utils.py memory_profiling charges "total consumed" (free memory since the
+# worker's first snapshot) plus the transient headroom (torch peak - allocated), instead of weights +
+# torch peak increase + non-torch increase (0.19-0.26). Consumed memory includes freed profile-run blocks
+# that a small later allocation pins past empty_cache(); vLLM limits that only from 0.31 (gpu_worker.py
+# _scoped_allocator_max_split around profile_run). The pinned share is allocator-dependent and not
+# derivable from a config, so from 0.27 the planner keeps its H100 graph-memory fit (which the three
+# vLLM 0.28 L40S records match within 1.1-3.5 %) as the stand-in for graphs plus that residue.
+CONSUMED_ACCOUNTING_SINCE = (0, 27, 0)
 # "GPU KV cache size" is logged as int(max_concurrency * max_model_len) from this version on (PRs #38364 /
 # #40694): this project's own vLLM 0.22.0 recording on an H200 shows it for Gemma 3
 # (tests/data/vllm_logs_h200.jsonl r02_gemma3_tp1_bf16, exact), v0.27.1's kv_cache_utils.py has it, while
@@ -124,9 +132,22 @@ ALLREDUCE_PER_DOUBLING_GIB = 0.105
 # two PCIe GPUs (device_communicators/custom_all_reduce.py), leaving NCCL's ring buffers. Assumed, not
 # measured here; it reproduces the Kimi-K2.5 8x RTX PRO 6000 figure (docs/planner.md).
 ALLREDUCE_PCIE_GIB = 0.25
-# Profiled CUDA-graph pool: fixed part plus a part per decoder layer on the rank (piecewise graphs).
+# CUDA-graph memory as captured after the KV cache (what vLLM 0.19 logs as "CUDAGraph memory", H100 fit):
+# fixed part plus a part per decoder layer on the rank. Informational only: 0.19 does not subtract it.
 CUDAGRAPH_BASE_GIB = 0.35
 CUDAGRAPH_PER_LAYER_GIB = 0.0185
+# From 0.21 vLLM subtracts its own *estimate* (gpu_model_runner.profile_cudagraph_memory): per mode it
+# captures the two largest sizes into a scratch pool and measures free memory; first capture + (n - 1) x
+# the second capture, floored at 1 MiB per graph ("driver overhead"); the modes share one pool, so the
+# total is max(first captures) + sum of the per-graph parts. Measured first captures on this project's
+# H200 / vLLM 0.22.0 / torch 2.11 recordings (tests/data/vllm_logs_h200): 62-64 MiB for both 1024-wide
+# models, whose 512-token layer transient is only 15-24 MiB, so the floor is fixed cost (allocator
+# segments of the warm-up and capture pools, library workspaces), not activations. Assumed: the first
+# capture grows with the layer transient of the largest captured batch once that exceeds the floor.
+CUDAGRAPH_FIRST_CAPTURE_MIN_GIB = 64 / 1024
+CUDAGRAPH_PER_GRAPH_GIB = 1 / 1024
+# vllm/config/vllm.py _set_cudagraph_sizes: largest capture size min(2 x max_num_seqs, 512).
+CUDAGRAPH_MAX_CAPTURE_SIZE = 512
 
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 2, "float": 2, "auto": 2}
 # config.json "mamba_ssm_dtype" (Qwen3.5 ships "float32"): vLLM keeps the recurrent (temporal) state in
@@ -1010,6 +1031,60 @@ def estimate_cudagraph_gib(layers_on_rank: int, max_num_seqs: int = 1024) -> flo
     return (CUDAGRAPH_BASE_GIB + CUDAGRAPH_PER_LAYER_GIB * layers_on_rank) * scale
 
 
+def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int) -> list[int]:
+    """vLLM's default cudagraph_capture_sizes (vllm/config/vllm.py ``_set_cudagraph_sizes``, 0.21-0.28):
+    1, 2, 4, steps of 8 below 256, steps of 16 from 256, up to min(2 x max_num_seqs, 512,
+    max_num_batched_tokens), plus max_num_batched_tokens itself when it is within that bound."""
+    cap = min(2 * max_num_seqs, CUDAGRAPH_MAX_CAPTURE_SIZE, max_num_batched_tokens)
+    sizes = {i for i in (1, 2, 4) if i <= cap}
+    sizes.update(range(8, min(cap + 1, 256), 8))
+    if cap >= 256:
+        sizes.update(range(256, cap + 1, 16))
+    if max_num_batched_tokens <= cap:
+        sizes.add(max_num_batched_tokens)
+    return sorted(sizes)
+
+
+def _graph_layer_transient_bytes(
+    arch: dict[str, Any], layers: list[int], *, tp: int, ep: bool, tokens: int
+) -> float:
+    """Working set of one decoder layer for a captured batch of ``tokens`` (same units as the profile
+    run's forward transient; fused-MoE workspaces for MoE layers)."""
+    h = arch["hidden_size"]
+    best = float(tokens * 2 * FORWARD_HIDDEN_COPIES * h)
+    if any(not arch["moe_layers"][i] for i in layers) and arch["intermediate_size"]:
+        inter = _cdiv(arch["intermediate_size"], tp)
+        best = max(best, tokens * 2 * (FORWARD_INTERMEDIATE_COPIES * inter + FORWARD_HIDDEN_COPIES * h))
+    if any(arch["moe_layers"][i] for i in layers):
+        inter = arch["moe_intermediate_size"] if ep else _cdiv(arch["moe_intermediate_size"], tp)
+        k = arch["num_experts_per_tok"]
+        best = max(
+            best, tokens * k * (max(2 * inter, h) + inter) * 2 + tokens * h * 2 * FORWARD_HIDDEN_COPIES
+        )
+    return best
+
+
+def estimate_cudagraph_profile_gib(
+    arch: dict[str, Any], layers: list[int], *, tp: int, ep: bool, max_num_seqs: int, mnbt: int
+) -> dict[str, Any]:
+    """vLLM >= 0.21's CUDA-graph estimate for the default FULL_AND_PIECEWISE mode
+    (gpu_model_runner.profile_cudagraph_memory; capture keys from cudagraph_dispatcher
+    .initialize_cudagraph_keys: PIECEWISE for every capture size, FULL for the uniform-decode sizes
+    <= max_num_seqs)."""
+    sizes = cudagraph_capture_sizes(max_num_seqs, mnbt)
+    modes = {"PIECEWISE": sizes, "FULL": [s for s in sizes if s <= max_num_seqs]}
+    first = {}
+    per_graph = {}
+    for mode, descs in modes.items():
+        if not descs:
+            continue
+        transient = _graph_layer_transient_bytes(arch, layers, tp=tp, ep=ep, tokens=max(descs)) / GIB
+        first[mode] = max(CUDAGRAPH_FIRST_CAPTURE_MIN_GIB, transient)
+        per_graph[mode] = CUDAGRAPH_PER_GRAPH_GIB * (len(descs) - 1)
+    total = max(first.values(), default=0.0) + sum(per_graph.values())
+    return {"gib": total, "graphs": {m: len(d) for m, d in modes.items()}, "largest": max(sizes, default=0)}
+
+
 # ----------------------------------------------------------------------------------------------
 # Divisibility
 # ----------------------------------------------------------------------------------------------
@@ -1244,7 +1319,15 @@ def plan_memory(
             arch, tp=tp, stage=s, pp=pp, expert_parallel=enable_expert_parallel, max_num_seqs=seqs, mnbt=mnbt
         )
         non_torch = estimate_non_torch_gib(tp=tp, pp=pp, interconnect=interconnect)
-        graphs = 0.0 if enforce_eager else estimate_cudagraph_gib(layers_here, seqs)
+        if enforce_eager:
+            graphs = 0.0
+        elif cudagraph_applied and version < CONSUMED_ACCOUNTING_SINCE:
+            stage_layers = [i for i, st in enumerate(stage_of) if st == s]
+            graphs = estimate_cudagraph_profile_gib(
+                arch, stage_layers, tp=tp, ep=enable_expert_parallel, max_num_seqs=seqs, mnbt=mnbt
+            )["gib"]
+        else:
+            graphs = estimate_cudagraph_gib(layers_here, seqs)
         if kv_cache_memory_gib is not None:
             avail = float(kv_cache_memory_gib)
         else:
