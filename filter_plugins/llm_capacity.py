@@ -114,6 +114,14 @@ FUSED_MOE_CHUNK = 16 * 1024
 # The dummy sampler run holds about this many float32 copies of the [max_num_seqs, vocab] logits at
 # its peak (logits, float32 copy, probabilities / top-k-top-p scratch).
 SAMPLER_FP32_COPIES = 3.71
+# Before 0.17 the default sampler filters top-k / top-p with PyTorch's sort (vllm/v1/sample/ops/
+# topk_topp_sampler.py apply_top_k_top_p; the Triton kernel arrives in 0.17; the FlashInfer sampler is
+# opt-in from 0.13 and an optional extra before 0.12). Live at its peak, in float32-copy units, counted
+# from that code: bf16 logits kept by the dummy run (0.5), their float32 copy (1), sorted values (1),
+# int64 indices (2), top-k bool mask (0.25), top-p probabilities / cumsum (1), top-p mask (0.25) and the
+# scattered result (1).
+SAMPLER_SORT_FP32_COPIES = 7.0
+TRITON_TOPK_TOPP_SINCE = (0, 17, 0)
 # Hidden-state buffers of the dummy forward still alive while the sampler runs, in units of
 # max_num_batched_tokens x hidden x 2 bytes.
 HIDDEN_COPIES = 1.2
@@ -989,7 +997,15 @@ def max_model_len_that_fits(
 
 
 def estimate_activation_gib(
-    arch: dict[str, Any], *, tp: int, stage: int, pp: int, expert_parallel: bool, max_num_seqs: int, mnbt: int
+    arch: dict[str, Any],
+    *,
+    tp: int,
+    stage: int,
+    pp: int,
+    expert_parallel: bool,
+    max_num_seqs: int,
+    mnbt: int,
+    sampler_copies: float = SAMPLER_FP32_COPIES,
 ) -> float:
     """Peak torch memory of vLLM's profile run on one GPU of a stage (gpu_model_runner.profile_run)."""
     h = arch["hidden_size"]
@@ -1009,7 +1025,7 @@ def estimate_activation_gib(
     sampler = 0.0
     if stage == pp - 1:
         rows = min(max_num_seqs, tokens)
-        sampler = SAMPLER_FP32_COPIES * rows * arch["vocab_size"] * 4 + HIDDEN_COPIES * tokens * h * 2
+        sampler = sampler_copies * rows * arch["vocab_size"] * 4 + HIDDEN_COPIES * tokens * h * 2
     return (persistent + max(forward, sampler)) / GIB
 
 
@@ -1312,11 +1328,20 @@ def plan_memory(
     requested = gpu_memory_gib * util
     stage_of = _stage_of_layers(arch["num_hidden_layers"], pp)
     cudagraph_applied = version >= CUDAGRAPH_SUBTRACTED_SINCE and not enforce_eager
+    # The Triton top-k / top-p kernel serves batches of 8 rows and more (apply_top_k_top_p).
+    sort_sampler = version < TRITON_TOPK_TOPP_SINCE or min(seqs, mnbt) < 8
     stages = []
     for s in range(pp):
         layers_here = stage_of.count(s)
         act = estimate_activation_gib(
-            arch, tp=tp, stage=s, pp=pp, expert_parallel=enable_expert_parallel, max_num_seqs=seqs, mnbt=mnbt
+            arch,
+            tp=tp,
+            stage=s,
+            pp=pp,
+            expert_parallel=enable_expert_parallel,
+            max_num_seqs=seqs,
+            mnbt=mnbt,
+            sampler_copies=SAMPLER_SORT_FP32_COPIES if sort_sampler else SAMPLER_FP32_COPIES,
         )
         non_torch = estimate_non_torch_gib(tp=tp, pp=pp, interconnect=interconnect)
         if enforce_eager:

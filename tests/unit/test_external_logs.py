@@ -166,3 +166,19 @@ def test_hybrid_block_size_groups_and_old_report_formula() -> None:
     assert config["text_config"]["mamba_ssm_dtype"] == "float32"
     assert (plan["block_size"], plan["kv_cache_groups"], plan["num_gpu_blocks"]) == (784, 4, 1487)
     assert (plan["kv_cache_tokens"], plan["max_concurrency"]) == (290864, 33.04)
+
+
+def test_sort_sampler_before_0_17_sets_the_moe_ep_peak() -> None:
+    """The Qwen3-235B TP 4 + EP log (vLLM 0.10.2) prints its profile: peak activation 1.40 GiB. With 256
+    dummy requests over a 151,936-token vocabulary the sampler sets that peak; before 0.17 it filters
+    top-k / top-p with PyTorch's sort (about 7 float32 copies of the logits live), from 0.17 with a
+    Triton kernel. The fused-MoE workspace at 2,048 tokens is only ~0.19 GiB."""
+    record = next(r for r in RECORDS if r["id"] == "l40s-qwen3-235b-fp8-tp4-ep")
+    logged = record["logged_profile"]["peak_activation_gib"]
+    old = cli_plan(record, weights_gib_per_gpu=record["weights_gib_per_gpu"])
+    new = cli_plan(
+        record | {"id": "v0.19", "vllm_version": "0.19.0"}, weights_gib_per_gpu=record["weights_gib_per_gpu"]
+    )
+    assert old["max_num_seqs"] == 256 and old["max_num_batched_tokens"] == 2048
+    assert abs(old["activation_peak_gib"] - logged) / logged < 0.15
+    assert new["activation_peak_gib"] < 0.6 * logged
