@@ -18,7 +18,11 @@ keep=${BENCH_KEEP_CONTAINER:-0}
 now() { date +%s.%N; }
 since() { awk -v a="$(now)" -v b="$1" 'BEGIN { printf "%.1f", a - b }'; }
 
-cleanup() { [ "$keep" = 1 ] || molecule destroy -s vllm_service >/dev/null 2>&1 || true; }
+inv=$(mktemp --suffix=.yml)
+cleanup() {
+  rm -f "$inv"
+  [ "$keep" = 1 ] || molecule destroy -s vllm_service >/dev/null 2>&1 || true
+}
 trap cleanup EXIT
 
 echo "== converge (creates the container and deploys when needed)"
@@ -27,7 +31,6 @@ molecule converge -s vllm_service >/tmp/bench_vllm_service_converge.log 2>&1 ||
   { tail -50 /tmp/bench_vllm_service_converge.log; exit 1; }
 echo "first converge: $(since "$t0") s"
 
-inv=$(mktemp)
 cat >"$inv" <<INV
 all:
   hosts:
@@ -52,7 +55,7 @@ cmd=$(in_ctr sed -n 's/^ExecStart=//p' /etc/systemd/system/vllm.service)
 in_ctr sh -c 'find /dev/shm -maxdepth 1 -name "vllm_dist_*" -delete'
 t0=$(now)
 podman exec -d "$ctr" runuser -u vllm -- /bin/sh -c \
-  "cd /var/lib/vllm; set -a; . /etc/vllm/vllm.env; set +a; exec $cmd >/tmp/bare.log 2>&1"
+  "cd /var/lib/vllm; set -a; . /etc/vllm/vllm.env; set +a; exec $cmd >/tmp/bare.log 2>&1" >/dev/null
 in_ctr /bin/sh -c "$wait_answer"
 bare=$(since "$t0")
 echo "bare start to first answer: $bare s"
@@ -66,6 +69,7 @@ t0=$(now)
 ansible-playbook -i "$inv" "$scenario/external_consumer.yml" >/tmp/bench_vllm_service_play.log 2>&1 ||
   { tail -40 /tmp/bench_vllm_service_play.log; exit 1; }
 play=$(since "$t0")
+grep -q "$ctr.*ok=" /tmp/bench_vllm_service_play.log || { echo "the playbook ran on no host"; exit 1; }
 echo "playbook to first answer: $play s"
 awk -v p="$play" -v b="$bare" 'BEGIN { printf "ratio playbook/bare: %.2f (goal <= 1.2)\n", p / b }'
 
@@ -74,7 +78,6 @@ t0=$(now)
 ansible-playbook -i "$inv" "$scenario/converge.yml" >/tmp/bench_vllm_service_idem.log 2>&1 ||
   { tail -40 /tmp/bench_vllm_service_idem.log; exit 1; }
 idem=$(since "$t0")
-changed=$(grep -oE 'changed=[0-9]+' /tmp/bench_vllm_service_idem.log | tail -1)
+changed=$(grep -oE 'changed=[0-9]+' /tmp/bench_vllm_service_idem.log | tail -1 || echo "changed=?")
 echo "idempotent converge: $idem s, $changed (goal <= 15 s, changed=0)"
 echo "machine load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-rm -f "$inv"
