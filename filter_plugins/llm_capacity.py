@@ -84,6 +84,28 @@ DEFAULT_VLLM_VERSION = "0.22.0"
 # CUDA-graph memory is subtracted from the KV budget by default from this version on
 # (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; 0.19 logs "will be enabled by default", 0.22 applies it).
 CUDAGRAPH_SUBTRACTED_SINCE = (0, 21, 0)
+# Model Runner V2 (vllm/v1/worker/gpu/model_runner.py) is the default for these architectures (vllm/config/
+# vllm.py DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES of each release); up to 0.28 its profile_cudagraph_memory
+# returns 0, so nothing is subtracted for them. 0.21 has no x86 wheel to read; 0.22's list is assumed.
+_V2_RUNNER_ARCHITECTURES = (
+    ((0, 21, 0), frozenset({"Qwen3ForCausalLM"})),
+    ((0, 23, 0), frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"})),
+    (
+        (0, 24, 0),
+        frozenset(
+            {"DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "LlamaForCausalLM", "MistralForCausalLM"}
+            | {"Qwen2MoeForCausalLM", "Qwen3ForCausalLM"}
+        ),
+    ),
+    ((0, 25, 0), frozenset({"DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "Qwen2MoeForCausalLM"})),
+    (
+        (0, 26, 0),
+        frozenset({"DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "Qwen2MoeForCausalLM"})
+        | frozenset(
+            {"InklingForCausalLM", "InklingForConditionalGeneration", "LongcatFlashNgramForCausalLM"}
+        ),
+    ),
+)
 # From 0.27.0 vllm/utils/mem_utils.py memory_profiling charges "total consumed" (free memory since the
 # worker's first snapshot) plus the transient headroom (torch peak - allocated), instead of weights +
 # torch peak increase + non-torch increase (0.19-0.26). Consumed memory includes freed profile-run blocks
@@ -92,6 +114,24 @@ CUDAGRAPH_SUBTRACTED_SINCE = (0, 21, 0)
 # derivable from a config, so from 0.27 the planner keeps its H100 graph-memory fit (which the three
 # vLLM 0.28 L40S records match within 1.1-3.5 %) as the stand-in for graphs plus that residue.
 CONSUMED_ACCOUNTING_SINCE = (0, 27, 0)
+# From 0.29 Model Runner V2 serves every supported model and its estimate (vllm/v1/worker/gpu/
+# cudagraph_utils.py profile_cudagraph_memory) captures every PIECEWISE graph and extrapolates FULL ones
+# from the largest: the real capture footprint, which the H100 fit above describes.
+V2_RUNNER_EVERYWHERE_SINCE = (0, 29, 0)
+
+
+def v2_runner_skips_graph_estimate(architectures: list[str], version: tuple[int, int, int]) -> bool:
+    """True where vLLM 0.21-0.26 runs the model on Model Runner V2, whose graph estimate is 0 (0.27-0.28
+    do too, but there the planner's stand-in term also carries the consumed-memory residue)."""
+    listed: frozenset[str] = frozenset()
+    for since, names in _V2_RUNNER_ARCHITECTURES:
+        if version >= since:
+            listed = names
+    return CUDAGRAPH_SUBTRACTED_SINCE <= version < CONSUMED_ACCOUNTING_SINCE and bool(
+        listed.intersection(architectures)
+    )
+
+
 # "GPU KV cache size" is logged as int(max_concurrency * max_model_len) from this version on (PRs #38364 /
 # #40694): this project's own vLLM 0.22.0 recording on an H200 shows it for Gemma 3
 # (tests/data/vllm_logs_h200.jsonl r02_gemma3_tp1_bf16, exact), v0.27.1's kv_cache_utils.py has it, while
@@ -1328,6 +1368,7 @@ def plan_memory(
     requested = gpu_memory_gib * util
     stage_of = _stage_of_layers(arch["num_hidden_layers"], pp)
     cudagraph_applied = version >= CUDAGRAPH_SUBTRACTED_SINCE and not enforce_eager
+    v2_skip = v2_runner_skips_graph_estimate(list(hf_config.get("architectures") or []), version)
     # The Triton top-k / top-p kernel serves batches of 8 rows and more (apply_top_k_top_p).
     sort_sampler = version < TRITON_TOPK_TOPP_SINCE or min(seqs, mnbt) < 8
     stages = []
@@ -1344,7 +1385,7 @@ def plan_memory(
             sampler_copies=SAMPLER_SORT_FP32_COPIES if sort_sampler else SAMPLER_FP32_COPIES,
         )
         non_torch = estimate_non_torch_gib(tp=tp, pp=pp, interconnect=interconnect)
-        if enforce_eager:
+        if enforce_eager or (cudagraph_applied and v2_skip):
             graphs = 0.0
         elif cudagraph_applied and version < CONSUMED_ACCOUNTING_SINCE:
             stage_layers = [i for i, st in enumerate(stage_of) if st == s]

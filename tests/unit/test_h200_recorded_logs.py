@@ -207,3 +207,23 @@ def test_cudagraph_term_by_version():
     )
     eager = cli_plan(record | {"enforce_eager": True}, **base)
     assert eager["cudagraph_gib"] == 0 and eager["kv_cache_gib_per_gpu"] > v022["kv_cache_gib_per_gpu"]
+
+
+def test_model_runner_v2_architectures_get_no_graph_estimate():
+    # vLLM 0.22's DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES is {Qwen3ForCausalLM}; V2's profile_cudagraph_memory
+    # returns 0 up to 0.28. The recorded Llama ran on V1 (its log has the first-capture lines).
+    record = RECORDS[0]
+    assert _raw_graph_lines(record)
+    config = json.loads((ROOT / record["model_config"]).read_text())
+    assert not llm_capacity.v2_runner_skips_graph_estimate(config["architectures"], (0, 22, 0))
+    assert llm_capacity.v2_runner_skips_graph_estimate(["Qwen3ForCausalLM"], (0, 22, 0))
+    assert llm_capacity.v2_runner_skips_graph_estimate(["LlamaForCausalLM"], (0, 24, 0))
+    assert not llm_capacity.v2_runner_skips_graph_estimate(["LlamaForCausalLM"], (0, 25, 0))
+    assert not llm_capacity.v2_runner_skips_graph_estimate(["Qwen3ForCausalLM"], (0, 19, 0))
+    qwen3 = config | {"architectures": ["Qwen3ForCausalLM"]}
+    v1 = llm_capacity.plan_memory(config, gpu_memory_gib=139.8, weights_gib_per_gpu=0.3, max_model_len=4096)
+    v2 = llm_capacity.plan_memory(qwen3, gpu_memory_gib=139.8, weights_gib_per_gpu=0.3, max_model_len=4096)
+    assert v1["cudagraph_gib"] > 0.1 and v2["cudagraph_gib"] == 0
+    assert v2["kv_cache_gib_per_gpu"] - v1["kv_cache_gib_per_gpu"] == pytest.approx(
+        v1["cudagraph_gib"], abs=2e-3
+    )
