@@ -1,0 +1,88 @@
+"""vllm_service: bad input fails in preflight, naming the variable and the fix, before any host change.
+
+Runs the real role with ansible-playbook against localhost; every case stops in tasks/preflight.yml (or the
+argument_specs validation), which only asserts, so the host is not touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAY = """
+- name: vllm_service preflight only
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  roles:
+    - role: vllm_service
+"""
+GOOD = {
+    "vllm_service_model_path": "/srv/models/m",
+    "ansible_python_interpreter": sys.executable,
+}
+
+
+def _run(tmp_path: Path, extra: dict[str, object]) -> subprocess.CompletedProcess[str]:
+    play = tmp_path / "play.yml"
+    play.write_text(PLAY)
+    vars_file = tmp_path / "vars.json"
+    vars_file.write_text(json.dumps({**GOOD, **extra}))
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+    }
+    return subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            "-i",
+            "localhost,",
+            "--tags",
+            "vllm_service_preflight",
+            "-e",
+            f"@{vars_file}",
+            str(play),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ({"vllm_service_model_path": ""}, "vllm_service_model_path must be the absolute path"),
+        ({"vllm_service_model_path": "models/m"}, "vllm_service_model_path must be the absolute path"),
+        ({"vllm_service_user": "root"}, "vllm_service_user must name a dedicated unprivileged user"),
+        ({"vllm_service_enable_auto_tool_choice": True}, "needs vllm_service_tool_call_parser"),
+        ({"vllm_service_gpu_memory_utilization": 1.5}, "vllm_service_gpu_memory_utilization is a fraction"),
+        ({"vllm_service_tensor_parallel_size": 0}, "vllm_service_tensor_parallel_size must be a positive"),
+        ({"vllm_service_engine_args": {"tensor_parallel_size": 4}}, "which the role builds from its own"),
+        ({"vllm_service_env": [{"name": "VLLM_API_KEY", "value": "x"}]}, "secrets go in vllm_service_hf"),
+        ({"vllm_service_extra_args": ["--api-key", "x"]}, "would put a secret in argv"),
+        ({"vllm_service_port": "http"}, "vllm_service_port"),
+    ],
+)
+def test_bad_input_is_refused_with_the_variable_named(
+    tmp_path: Path, extra: dict[str, object], expected: str
+) -> None:
+    result = _run(tmp_path, extra)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert expected in " ".join(output.split()), output
+
+
+def test_good_input_passes_preflight(tmp_path: Path) -> None:
+    result = _run(tmp_path, {"vllm_service_tensor_parallel_size": 2, "vllm_service_max_model_len": 256})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "failed=0" in result.stdout
