@@ -147,6 +147,11 @@ TRITON_MLA_FP8_SINCE = (0, 20, 0)
 LARGE_GPU_GIB = 70.0
 DEFAULTS_LARGE_GPU = {"max_num_seqs": 1024, "max_num_batched_tokens": 8192}
 DEFAULTS_SMALL_GPU = {"max_num_seqs": 256, "max_num_batched_tokens": 2048}
+# From 0.28 GPUs with >= 160 GiB (B200 / B300) default to 16384 batched tokens for the API server too
+# (vllm/engine/arg_utils.py get_batch_defaults; absent in 0.27.1).
+HUGE_GPU_GIB = 160.0
+HUGE_GPU_SINCE = (0, 28, 0)
+DEFAULTS_HUGE_GPU = {"max_num_seqs": 1024, "max_num_batched_tokens": 16384}
 # fused_moe processes at most this many tokens per chunk (vllm/envs.py VLLM_FUSED_MOE_CHUNK_SIZE).
 FUSED_MOE_CHUNK = 16 * 1024
 
@@ -1318,6 +1323,8 @@ def plan_memory(
     warnings = list(arch["warnings"])
     reasons: list[str] = []
     defaults = DEFAULTS_LARGE_GPU if gpu_memory_gib >= LARGE_GPU_GIB else DEFAULTS_SMALL_GPU
+    if gpu_memory_gib >= HUGE_GPU_GIB and version >= HUGE_GPU_SINCE:
+        defaults = DEFAULTS_HUGE_GPU
     seqs = (
         _positive_int("max_num_seqs", max_num_seqs) if max_num_seqs is not None else defaults["max_num_seqs"]
     )

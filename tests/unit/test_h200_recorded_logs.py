@@ -227,3 +227,16 @@ def test_model_runner_v2_architectures_get_no_graph_estimate():
     assert v2["kv_cache_gib_per_gpu"] - v1["kv_cache_gib_per_gpu"] == pytest.approx(
         v1["cudagraph_gib"], abs=2e-3
     )
+
+
+def test_batch_defaults_of_160_gib_gpus_from_0_28():
+    # vllm/engine/arg_utils.py get_batch_defaults: >= 160 GiB (B200) gets 16384 batched tokens from 0.28.
+    config = json.loads((ROOT / RECORDS[0]["model_config"]).read_text())
+
+    def batch(gib: float, version: str) -> tuple[int, int]:
+        plan = llm_capacity.plan_memory(config, gpu_memory_gib=gib, vllm_version=version, max_model_len=4096)
+        return plan["max_num_seqs"], plan["max_num_batched_tokens"]
+
+    assert batch(178.4, "0.28.0") == (1024, 16384)
+    assert batch(178.4, "0.27.1") == batch(139.8, "0.28.0") == (1024, 8192)
+    assert batch(44.99, "0.28.0") == (256, 2048)
