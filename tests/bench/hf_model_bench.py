@@ -28,7 +28,7 @@ PLAY = ROOT / "tests" / "integration" / "playbooks" / "hf_model.yml"
 REPO = "bench/model"
 
 
-def role_vars(endpoint: str, work: Path, dest: Path, workers: int) -> dict[str, object]:
+def role_vars(endpoint: str, work: Path, dest: Path, workers: int, verify: bool = True) -> dict[str, object]:
     return {
         "hf_model_repo": REPO,
         "hf_model_revision": "main",
@@ -40,6 +40,7 @@ def role_vars(endpoint: str, work: Path, dest: Path, workers: int) -> dict[str, 
         "hf_model_disk_margin_bytes": 0,
         "hf_model_poll_interval_s": 15,
         "hf_model_max_workers": workers,
+        "hf_model_verify_sha256": verify,
         "result_file": str(work / "result.json"),
     }
 
@@ -61,9 +62,9 @@ def plain(endpoint: str, dest: Path, workers: int) -> float:
     return time.monotonic() - t
 
 
-def role(endpoint: str, work: Path, dest: Path, workers: int) -> tuple[float, float]:
+def role(endpoint: str, work: Path, dest: Path, workers: int, verify: bool = True) -> tuple[float, float]:
     t = time.monotonic()
-    proc = run_playbook(PLAY, role_vars(endpoint, work, dest, workers))
+    proc = run_playbook(PLAY, role_vars(endpoint, work, dest, workers, verify))
     wall = time.monotonic() - t
     if proc.returncode != 0:
         raise SystemExit(proc.stdout[-4000:])
@@ -161,13 +162,15 @@ def main() -> None:
                 f"repo: {len(sizes)} files, {total / 1e6:.1f} MB, olah at {hub.endpoint}, "
                 f"{args.workers} workers"
             )
-            plain_t, role_wall, role_dl = [], [], []
+            plain_t, role_wall, role_dl, nover_dl = [], [], [], []
             for r in range(args.runs):
-                order = ("plain", "role") if r % 2 == 0 else ("role", "plain")
+                order = ("plain", "role", "noverify") if r % 2 == 0 else ("noverify", "role", "plain")
                 for kind in order:
                     dest = work / f"{kind}-{r}"
                     if kind == "plain":
                         plain_t.append(plain(hub.endpoint, dest, args.workers))
+                    elif kind == "noverify":
+                        nover_dl.append(role(hub.endpoint, work, dest, args.workers, verify=False)[1])
                     else:
                         w, d = role(hub.endpoint, work, dest, args.workers)
                         role_wall.append(w)
@@ -184,9 +187,13 @@ def main() -> None:
                 f"(runs: {[round(x, 1) for x in role_wall]})"
             )
             print(f"role, download+verify phase: {rd:6.1f} s  {mbps(rd):7.1f} MB/s")
+            nv = statistics.median(nover_dl)
+            print(
+                f"role, download phase with hf_model_verify_sha256 false: {nv:6.1f} s  {mbps(nv):7.1f} MB/s"
+            )
             print(
                 f"ratio role/plain throughput: whole play {p / rw:.2f}x, "
-                f"download phase {p / rd:.2f}x (goal >= 0.95x)"
+                f"download+verify phase {p / rd:.2f}x, without sha256 {p / nv:.2f}x (goal >= 0.95x)"
             )
             interrupted(hub, work, work / "interrupted-8", sizes, args.workers)
             interrupted(hub, work, work / "interrupted-1", sizes, 1)
