@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import recap
 
 ROOT = Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
@@ -36,12 +37,6 @@ def _run(playbook: str, *extra: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _recap(out: str) -> dict[str, int]:
-    match = re.search(r"localhost\s*:\s*(.*)", out.rsplit("PLAY RECAP", maxsplit=1)[-1])
-    assert match, out[-3000:]
-    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", match.group(1))}
-
-
 @pytest.mark.parametrize("playbook", ["deploy_kimi.yml", "deploy_glm5_nvfp4.yml", "deploy_glm5_gguf.yml"])
 def test_plan_mode_prints_the_plan_and_changes_nothing(playbook):
     proc = _run(playbook, "-e", "llm_deploy_plan_only=true")
@@ -49,8 +44,8 @@ def test_plan_mode_prints_the_plan_and_changes_nothing(playbook):
     assert proc.returncode == 0, out[-3000:]
     assert "Weights per GPU" in out
     assert "Verdict:" in out
-    recap = _recap(out)
-    assert recap["changed"] == 0
+    counters = recap(proc.stdout)
+    assert counters["changed"] == 0
     # Plan mode ends before the preflight: no probe of the host ran.
     assert "gpu_preflight" not in out
 
@@ -69,7 +64,7 @@ def test_host_without_driver_is_refused_before_any_change():
     assert proc.returncode != 0
     assert "refused localhost before any change" in out
     assert "[no_driver]" in out
-    assert _recap(out)["changed"] == 0
+    assert recap(proc.stdout)["changed"] == 0
     # The first host-changing role never started.
     assert "TASK [ml_env" not in out
 
@@ -83,5 +78,5 @@ def test_real_h200_host_is_replanned_and_refused_when_kimi_does_not_fit():
     assert re.search(r"Hardware: 2 x NVIDIA H200", out), out[-4000:]
     assert "refused localhost before any change" in out
     assert "[plan_does_not_fit]" in out
-    assert _recap(out)["changed"] == 0
+    assert recap(proc.stdout)["changed"] == 0
     assert "TASK [ml_env" not in out
