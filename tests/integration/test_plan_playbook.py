@@ -81,6 +81,27 @@ def _parse(out: str) -> tuple[dict[str, Any], list[dict[str, str]]]:
     return layout, rows
 
 
+def _row_plan(model: dict, hw: dict, layout: dict, row: dict, vllm_version: str) -> dict:
+    """The planner's own answer for one printed table row under the printed layout."""
+    return cap.plan_memory(
+        model["hf_config"],
+        gpu_memory_gib=hw["gpu_memory_gib"],
+        tensor_parallel_size=layout["tp"],
+        pipeline_parallel_size=layout["pp"],
+        data_parallel_size=layout["dp"],
+        enable_expert_parallel=layout["ep"],
+        decode_context_parallel_size=int(row["dcp"]),
+        gpu_memory_utilization=layout["util"],
+        kv_cache_dtype=row["dtype"],
+        max_model_len=int(row["len"].replace(",", "")),
+        max_num_seqs=256,
+        checkpoint_gib=model["checkpoint_bytes"] / 2**30,
+        vllm_version=vllm_version,
+        gpu_count=hw["gpu_count"],
+        interconnect=_interconnect(hw),
+    )
+
+
 def _check_against_planner(
     out: str, model_name: str, hardware_name: str, vllm_version: str = "0.22.0"
 ) -> list[dict]:
@@ -111,23 +132,7 @@ def _check_against_planner(
     assert len(picked) == 1
     plans = []
     for row in rows:
-        plan = cap.plan_memory(
-            model["hf_config"],
-            gpu_memory_gib=hw["gpu_memory_gib"],
-            tensor_parallel_size=layout["tp"],
-            pipeline_parallel_size=layout["pp"],
-            data_parallel_size=layout["dp"],
-            enable_expert_parallel=layout["ep"],
-            decode_context_parallel_size=int(row["dcp"]),
-            gpu_memory_utilization=layout["util"],
-            kv_cache_dtype=row["dtype"],
-            max_model_len=int(row["len"].replace(",", "")),
-            max_num_seqs=256,
-            checkpoint_gib=checkpoint_gib,
-            vllm_version=vllm_version,
-            gpu_count=hw["gpu_count"],
-            interconnect=_interconnect(hw),
-        )
+        plan = _row_plan(model, hw, layout, row, vllm_version)
         assert int(row["tokens"].replace(",", "")) == plan["kv_cache_tokens"], row
         assert row["conc"] == f"{plan['max_concurrency']:,.2f}", row
         assert row["kvgib"] == f"{plan['kv_cache_gib_per_gpu']:,.2f}", row
@@ -266,21 +271,7 @@ def _check_against_planner_rows_only(out: str) -> None:
     model, hw = _catalog("models", "kimi_k2_5_nvfp4"), _catalog("hardware", "rtx_pro_6000_x8")
     layout, rows = _parse(out)
     for row in rows:
-        plan = cap.plan_memory(
-            model["hf_config"],
-            gpu_memory_gib=hw["gpu_memory_gib"],
-            tensor_parallel_size=layout["tp"],
-            pipeline_parallel_size=layout["pp"],
-            decode_context_parallel_size=int(row["dcp"]),
-            gpu_memory_utilization=layout["util"],
-            kv_cache_dtype=row["dtype"],
-            max_model_len=int(row["len"].replace(",", "")),
-            max_num_seqs=256,
-            checkpoint_gib=model["checkpoint_bytes"] / 2**30,
-            vllm_version="0.22.0",
-            gpu_count=hw["gpu_count"],
-            interconnect=_interconnect(hw),
-        )
+        plan = _row_plan(model, hw, layout, row, "0.22.0")
         assert int(row["tokens"].replace(",", "")) == plan["kv_cache_tokens"], row
 
 
