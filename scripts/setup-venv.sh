@@ -14,4 +14,8 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/python" -m pip install -q --upgrade pip uv==0.13.9
 "$venv/bin/uv" pip install -q --python "$venv/bin/python" -r requirements-dev.txt
+# The checkout is the collection llmdeploy.llm; ansible.cfg's collections_path finds it here under its
+# FQCN, so nothing is installed or copied and edits take effect at once.
+mkdir -p .collections/ansible_collections/llmdeploy
+ln -sfn ../../.. .collections/ansible_collections/llmdeploy/llm
 touch "$venv/.installed"

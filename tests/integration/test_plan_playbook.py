@@ -18,7 +18,7 @@ PLAYBOOK = ROOT / "playbooks" / "plan.yml"
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 
 _SPEC = importlib.util.spec_from_file_location(
-    "llm_capacity_for_plan_test", ROOT / "filter_plugins" / "llm_capacity.py"
+    "llm_capacity_for_plan_test", ROOT / "plugins" / "module_utils" / "llm_capacity.py"
 )
 assert _SPEC is not None and _SPEC.loader is not None
 cap = importlib.util.module_from_spec(_SPEC)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "filter_plugins"))
+sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
 import gpu_checks  # noqa: E402  (filter_plugins is put on sys.path just above)
 import gpu_facts  # noqa: E402

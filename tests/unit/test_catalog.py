@@ -17,7 +17,7 @@ HARDWARE = sorted((ROOT / "catalog" / "hardware").glob("*.yml"))
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "h200x2"
 
 _SPEC = importlib.util.spec_from_file_location(
-    "llm_plan_report_for_catalog", ROOT / "filter_plugins" / "llm_plan_report.py"
+    "llm_plan_report_for_catalog", ROOT / "plugins" / "module_utils" / "llm_plan_report.py"
 )
 assert _SPEC is not None and _SPEC.loader is not None
 rep = importlib.util.module_from_spec(_SPEC)

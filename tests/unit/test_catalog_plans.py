@@ -14,7 +14,7 @@ MODELS = sorted((ROOT / "catalog" / "models").glob("*.yml"))
 HARDWARE = sorted((ROOT / "catalog" / "hardware").glob("*.yml"))
 
 _SPEC = importlib.util.spec_from_file_location(
-    "llm_capacity_for_catalog", ROOT / "filter_plugins" / "llm_capacity.py"
+    "llm_capacity_for_catalog", ROOT / "plugins" / "module_utils" / "llm_capacity.py"
 )
 assert _SPEC is not None and _SPEC.loader is not None
 cap = importlib.util.module_from_spec(_SPEC)

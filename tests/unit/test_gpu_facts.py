@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import _collection
 import pytest
 from _gpu_probe_fixtures import FIXTURES, gpu_facts, load_probes, shared_file, smi_sections
 from ansible.errors import AnsibleFilterError
@@ -254,8 +255,8 @@ def test_tcp_listeners_rejects_bad_port() -> None:
 
 
 def test_filter_module_maps_names() -> None:
-    filters = gpu_facts.FilterModule().filters()
-    assert filters["gpu_facts_from_probes"] is gpu_facts.facts_from_probes
+    filters = _collection.filters("gpu_facts")
+    assert filters["gpu_facts_from_probes"].__qualname__ == gpu_facts.facts_from_probes.__qualname__
     assert all(name.startswith("gpu_") for name in filters)
 
 

@@ -23,13 +23,6 @@ def test_argument_specs_document_every_default() -> None:
         assert spec["default"] == defaults[name], name
 
 
-def test_role_carries_its_filters() -> None:
-    for name in ("gpu_facts.py", "gpu_checks.py", "nccl_env.py"):
-        link = ROLE / "filter_plugins" / name
-        assert link.is_symlink() and not Path(link.readlink()).is_absolute()
-        assert link.resolve() == (ROLE.parents[1] / "filter_plugins" / name).resolve()
-
-
 def test_recorded_fixture_has_every_probe() -> None:
     probes = set(_yaml("vars/main.yml")["_gpu_preflight_probes"])
     recorded = {p.name[: -len(".rc")] for p in (FIXTURES / "h200x2_run").glob("*.rc")}

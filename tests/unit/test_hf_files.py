@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from ansible.errors import AnsibleFilterError
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "filter_plugins"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins" / "module_utils"))
 
+import _collection
 import hf_files as hf
 
 GIB = 1 << 30
@@ -162,5 +163,5 @@ def test_sync_plan_downloads_once_per_host_group() -> None:
 
 
 def test_filter_module_maps_every_filter() -> None:
-    names = hf.FilterModule().filters()
+    names = _collection.filters("hf_files")
     assert set(names) == {n for n in dir(hf) if n.startswith("hf_") and callable(getattr(hf, n))}

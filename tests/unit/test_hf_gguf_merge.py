@@ -12,7 +12,7 @@ from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "roles" / "hf_model" / "files"))
-sys.path.insert(0, str(ROOT / "filter_plugins"))
+sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
 import hf_files  # noqa: E402
 import hf_model_gguf as g  # noqa: E402

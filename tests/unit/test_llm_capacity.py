@@ -9,8 +9,9 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "filter_plugins"))
+sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
+import _collection  # noqa: E402  (tests/unit is on sys.path under pytest: rootdir-relative import)
 import llm_capacity as lc  # noqa: E402
 
 CONFIGS = ROOT / "tests" / "data" / "model_configs"
@@ -539,7 +540,7 @@ def test_recommend_reports_no_fit():
 
 
 def test_filter_module_maps_names_and_wraps_errors():
-    filters = lc.FilterModule().filters()
+    filters = _collection.filters("llm_capacity")
     assert set(filters) == {"llm_plan", "llm_recommend"}
     out = filters["llm_plan"](config(LLAMA8B), gpu_memory_gib=80)
     assert out["fits"]

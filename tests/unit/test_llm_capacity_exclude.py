@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "filter_plugins"))
+sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
 import llm_capacity as lc  # noqa: E402
 

@@ -6,13 +6,14 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+import _collection
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 
 ROOT = Path(__file__).resolve().parents[2]
 _SPEC = importlib.util.spec_from_file_location(
-    "llm_plan_report_under_test", ROOT / "filter_plugins" / "llm_plan_report.py"
+    "llm_plan_report_under_test", ROOT / "plugins" / "module_utils" / "llm_plan_report.py"
 )
 assert _SPEC is not None and _SPEC.loader is not None
 rep = importlib.util.module_from_spec(_SPEC)
@@ -299,7 +300,7 @@ def test_table_rejects_other_input() -> None:
 
 
 def test_filter_module_maps_names() -> None:
-    assert set(rep.FilterModule().filters()) == {
+    assert set(_collection.filters("llm_plan_report")) == {
         "llm_plan_settings",
         "llm_plan_layout",
         "llm_plan_assemble",

@@ -16,13 +16,14 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "filter_plugins"))
+sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
+import _collection  # noqa: E402  (tests/unit is on sys.path under pytest: rootdir-relative import)
 import llm_capacity as lc  # noqa: E402
 
 MODELS = sorted((ROOT / "catalog" / "models").glob("*.yml"))
 HARDWARE = sorted((ROOT / "catalog" / "hardware").glob("*.yml"))
-RECOMMEND = lc.FilterModule().filters()["llm_recommend"]
+RECOMMEND = _collection.filters("llm_capacity")["llm_recommend"]
 
 
 def _load(path: Path) -> dict[str, Any]:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import _collection
 import pytest
 from ansible.errors import AnsibleFilterError
 
-_PATH = Path(__file__).resolve().parents[2] / "filter_plugins" / "flash_attn_wheel.py"
+_PATH = Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "flash_attn_wheel.py"
 _SPEC = importlib.util.spec_from_file_location("flash_attn_wheel_under_test", _PATH)
 assert _SPEC is not None and _SPEC.loader is not None
 fa = importlib.util.module_from_spec(_SPEC)
@@ -128,7 +129,7 @@ def test_max_jobs_bad_numbers(args: tuple) -> None:
 
 
 def test_filter_names() -> None:
-    assert set(fa.FilterModule().filters()) == {
+    assert set(_collection.filters("flash_attn_wheel")) == {
         "ml_env_flash_attn_wheel",
         "ml_env_cuda_arch_list",
         "ml_env_flash_attn_archs",

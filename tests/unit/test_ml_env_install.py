@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from ansible.errors import AnsibleFilterError
 
-_PATH = Path(__file__).resolve().parents[2] / "filter_plugins" / "ml_env_install.py"
+_PATH = Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "ml_env_install.py"
 _SPEC = importlib.util.spec_from_file_location("ml_env_install_under_test", _PATH)
 assert _SPEC is not None and _SPEC.loader is not None
 mi = importlib.util.module_from_spec(_SPEC)

@@ -10,7 +10,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "filter_plugins"))
+sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
 import model_patches as mp  # noqa: E402
 

@@ -8,10 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import _collection
 import pytest
 from ansible.errors import AnsibleFilterError
 
-_PATH = Path(__file__).resolve().parents[2] / "filter_plugins" / "serve_report.py"
+_PATH = Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "serve_report.py"
 _SPEC = importlib.util.spec_from_file_location("serve_report_under_test", _PATH)
 assert _SPEC is not None and _SPEC.loader is not None
 sr = importlib.util.module_from_spec(_SPEC)
@@ -363,7 +364,7 @@ def test_markdown_tables() -> None:
 
 
 def test_filter_module_maps_names() -> None:
-    assert set(sr.FilterModule().filters()) == {
+    assert set(_collection.filters("serve_report")) == {
         "serve_verify_probe_errors",
         "serve_verify_kv_from_log",
         "serve_verify_parse_metrics",

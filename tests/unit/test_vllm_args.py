@@ -6,10 +6,11 @@ import importlib.util
 import shlex
 from pathlib import Path
 
+import _collection
 import pytest
 from ansible.errors import AnsibleFilterError
 
-_PATH = Path(__file__).resolve().parents[2] / "filter_plugins" / "vllm_args.py"
+_PATH = Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "vllm_args.py"
 _SPEC = importlib.util.spec_from_file_location("vllm_args_under_test", _PATH)
 assert _SPEC is not None and _SPEC.loader is not None
 va = importlib.util.module_from_spec(_SPEC)
@@ -144,7 +145,7 @@ def test_env_name() -> None:
 
 
 def test_filter_module_maps_every_filter() -> None:
-    assert set(va.FilterModule().filters()) == {
+    assert set(_collection.filters("vllm_args")) == {
         "vllm_args",
         "systemd_exec_args",
         "systemd_env_value",

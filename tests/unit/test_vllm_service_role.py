@@ -35,9 +35,3 @@ def test_secrets_are_marked_no_log() -> None:
     options = _options()
     for name in ("vllm_service_api_key", "vllm_service_hf_token"):
         assert options[name].get("no_log") is True, name
-
-
-def test_role_carries_its_filter_plugin() -> None:
-    link = ROLE / "filter_plugins" / "vllm_args.py"
-    assert link.is_symlink()
-    assert link.resolve() == (ROLE.parents[1] / "filter_plugins" / "vllm_args.py").resolve()

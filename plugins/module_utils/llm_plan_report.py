@@ -1,0 +1,446 @@
+"""Turn capacity plans into a deployment decision and a table a person reads.
+
+The memory arithmetic lives in llm_capacity.py (filters ``llm_plan``/``llm_recommend``); this module
+only combines their results with the catalog's known issues and formats them. Pure functions, stdlib only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+_KV_DTYPES = ("auto", "bfloat16", "fp8")
+_LAYOUT_KEYS = (
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "data_parallel_size",
+    "enable_expert_parallel",
+    "decode_context_parallel_size",
+    "gpu_memory_utilization",
+    "kv_cache_dtype",
+    "max_model_len",
+)
+
+
+def _fail(filter_name: str, message: str) -> AnsibleFilterError:
+    return AnsibleFilterError(f"{filter_name}: {message}")
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """'0.19.1rc2.dev5' -> (0, 19, 1); only the leading numeric release part counts."""
+    match = re.match(r"^\s*v?(\d+(?:\.\d+)*)", str(version))
+    if not match:
+        raise ValueError(f"not a version: {version!r}")
+    return tuple(int(part) for part in match.group(1).split("."))
+
+
+def _version_lt(left: str, right: str) -> bool:
+    a, b = version_tuple(left), version_tuple(right)
+    width = max(len(a), len(b))
+    return a + (0,) * (width - len(a)) < b + (0,) * (width - len(b))
+
+
+def condition_matches(when: Mapping[str, Any] | None, facts: Mapping[str, Any]) -> bool:
+    """True when every key of a catalog ``when`` mapping holds for ``facts``.
+
+    Keys: compute_capability, interconnect, kv_cache_dtype, attention_backend (lists of accepted
+    values), engine_version_lt / engine_version_ge (versions), min_gpu_count (int). A key whose fact is
+    unknown (None) does not match, so a rule never fires on missing information.
+    """
+    for key, expected in (when or {}).items():
+        if key in ("engine_version_lt", "engine_version_ge"):
+            version = facts.get("engine_version")
+            if version is None:
+                return False
+            below = _version_lt(str(version), str(expected))
+            if below != (key == "engine_version_lt"):
+                return False
+        elif key == "min_gpu_count":
+            count = facts.get("gpu_count")
+            if count is None or int(count) < int(expected):
+                return False
+        elif key in ("compute_capability", "interconnect", "kv_cache_dtype", "attention_backend"):
+            accepted = [str(v) for v in (expected if isinstance(expected, list) else [expected])]
+            value = facts.get(key)
+            if value is None or str(value) not in accepted:
+                return False
+        else:
+            raise ValueError(f"unknown condition key {key!r}")
+    return True
+
+
+def llm_plan_settings(
+    model: Mapping[str, Any],
+    hardware: Mapping[str, Any],
+    engine_version: str,
+    kv_cache_dtype: str = "auto",
+) -> dict[str, Any]:
+    """Settings forced by the model's known issues, its patches and the hardware profile.
+
+    Returns engine_args, engine_env, kv_cache_dtypes_unavailable, recommends (from issues),
+    patches (those whose condition matches, i.e. the model_patch role must apply them),
+    patches_not_needed, and notes: one line per fired rule with its id and reason.
+    """
+    name = "llm_plan_settings"
+    if not isinstance(model, Mapping) or not isinstance(hardware, Mapping):
+        raise _fail(name, "expects the catalog model dict and the hardware profile dict")
+    try:
+        version_tuple(engine_version)
+    except ValueError as exc:
+        raise _fail(name, f"engine_version {engine_version!r} is not a version like 0.22.0") from exc
+    facts: dict[str, Any] = {
+        "compute_capability": hardware.get("compute_capability"),
+        "interconnect": hardware.get("interconnect"),
+        "gpu_count": hardware.get("gpu_count"),
+        "engine_version": engine_version,
+        "kv_cache_dtype": kv_cache_dtype,
+        "attention_backend": None,
+    }
+    engine_args: dict[str, Any] = {}
+    engine_env: dict[str, str] = {str(k): str(v) for k, v in (hardware.get("engine_env") or {}).items()}
+    unavailable: list[str] = []
+    recommends: dict[str, Any] = {}
+    notes: list[dict[str, str]] = [
+        {"id": f"hardware:{hardware.get('id', '?')}", "setting": f"env {k}={v}", "reason": "hardware profile"}
+        for k, v in engine_env.items()
+    ]
+    for issue in model.get("known_issues") or []:
+        try:
+            fired = condition_matches(issue.get("when"), facts)
+        except ValueError as exc:
+            raise _fail(name, f"known issue {issue.get('id')!r}: {exc}") from exc
+        if not fired:
+            continue
+        forces = issue.get("forces") or {}
+        if not any(forces.values()) and not issue.get("recommends"):
+            # Nothing to set automatically: still a fact the operator must see.
+            notes.append(
+                {"id": issue["id"], "setting": "known issue", "reason": " ".join(issue["summary"].split())}
+            )
+        for flag, value in (forces.get("engine_args") or {}).items():
+            engine_args[str(flag)] = value
+            notes.append({"id": issue["id"], "setting": f"--{flag} {value}", "reason": issue["summary"]})
+        for var, value in (forces.get("engine_env") or {}).items():
+            engine_env[str(var)] = str(value)
+            notes.append({"id": issue["id"], "setting": f"env {var}={value}", "reason": issue["summary"]})
+        for dtype in forces.get("kv_cache_dtypes_unavailable") or []:
+            if dtype not in unavailable:
+                unavailable.append(str(dtype))
+            notes.append({"id": issue["id"], "setting": f"no {dtype} KV cache", "reason": issue["summary"]})
+        for flag in forces.get("engine_args_absent") or []:
+            notes.append({"id": issue["id"], "setting": f"leave out {flag}", "reason": issue["summary"]})
+        for key, value in (issue.get("recommends") or {}).items():
+            recommends[str(key)] = value
+            notes.append(
+                {"id": issue["id"], "setting": f"recommend {key} = {value}", "reason": issue["summary"]}
+            )
+    facts["attention_backend"] = engine_args.get("attention-backend")
+    patches: list[str] = []
+    not_needed: list[str] = []
+    for patch in model.get("patches") or []:
+        try:
+            fired = condition_matches(patch.get("when"), facts)
+        except ValueError as exc:
+            raise _fail(name, f"patch {patch.get('id')!r}: {exc}") from exc
+        if fired:
+            patches.append(str(patch["id"]))
+            notes.append(
+                {
+                    "id": patch["id"],
+                    "setting": f"patch {patch['file']}: {patch['action']} {patch['json_path']}",
+                    "reason": " ".join(str(patch["reason"]).split()),
+                }
+            )
+        else:
+            not_needed.append(str(patch["id"]))
+            when = {k: v for k, v in (patch.get("when") or {}).items() if not k.startswith("engine_version")}
+            if patch.get("alternative") and condition_matches(when, facts):
+                notes.append(
+                    {
+                        "id": patch["id"],
+                        "setting": f"no checkpoint patch on {facts['engine_version']}",
+                        "reason": " ".join(str(patch["alternative"]).split()),
+                    }
+                )
+    return {
+        "engine_args": engine_args,
+        "engine_env": engine_env,
+        "kv_cache_dtypes_unavailable": unavailable,
+        "recommends": recommends,
+        "patches": patches,
+        "patches_not_needed": not_needed,
+        "notes": notes,
+    }
+
+
+def _pick(recommendation: Mapping[str, Any], key: str) -> Any:
+    """A value from a recommendation, flat or nested under layout/settings."""
+    if key in recommendation and recommendation[key] is not None:
+        return recommendation[key]
+    for section in ("layout", "settings", "recommended"):
+        inner = recommendation.get(section)
+        if isinstance(inner, Mapping) and inner.get(key) is not None:
+            return inner[key]
+    return None
+
+
+def llm_plan_layout(
+    recommendation: Mapping[str, Any] | None,
+    overrides: Mapping[str, Any] | None,
+    hardware: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Final layout: an override wins, then the recommendation, then a plain default.
+
+    Defaults: TP = gpu_count / PP, PP = DP = DCP = 1, EP off, gpu_memory_utilization from the hardware
+    profile's recommended value (else 0.9). Raises when the layout needs more GPUs than the profile has.
+    """
+    name = "llm_plan_layout"
+    rec = recommendation if isinstance(recommendation, Mapping) else {}
+    given = {k: v for k, v in (overrides or {}).items() if v is not None and v != ""}
+    unknown = sorted(set(given) - set(_LAYOUT_KEYS))
+    if unknown:
+        raise _fail(name, f"unknown override(s) {unknown}; known: {list(_LAYOUT_KEYS)}")
+    gpu_count = int(hardware.get("gpu_count") or 0)
+    if gpu_count < 1:
+        raise _fail(name, f"hardware gpu_count must be >= 1, got {hardware.get('gpu_count')!r}")
+
+    def choose(key: str, default: Any) -> Any:
+        if key in given:
+            return given[key]
+        value = _pick(rec, key)
+        return default if value is None else value
+
+    pp = int(choose("pipeline_parallel_size", 1))
+    dp = int(choose("data_parallel_size", 1))
+    tp = int(choose("tensor_parallel_size", max(1, gpu_count // max(1, pp * dp))))
+    layout = {
+        "tensor_parallel_size": tp,
+        "pipeline_parallel_size": pp,
+        "data_parallel_size": dp,
+        "enable_expert_parallel": bool(choose("enable_expert_parallel", False)),
+        "decode_context_parallel_size": int(choose("decode_context_parallel_size", 1)),
+        "gpu_memory_utilization": float(
+            choose("gpu_memory_utilization", hardware.get("recommended_gpu_memory_utilization") or 0.9)
+        ),
+        "kv_cache_dtype": choose("kv_cache_dtype", None),
+        "max_model_len": choose("max_model_len", None),
+    }
+    for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+        if layout[key] < 1:
+            raise _fail(name, f"{key} must be >= 1, got {layout[key]}")
+    if tp * pp * dp > gpu_count:
+        raise _fail(
+            name,
+            f"layout TP {tp} x PP {pp} x DP {dp} = {tp * pp * dp} GPUs exceeds the {gpu_count} GPUs of "
+            f"hardware profile {hardware.get('id')!r}; lower llm_plan_tensor_parallel_size or the others",
+        )
+    dcp = layout["decode_context_parallel_size"]
+    if dcp < 1 or tp % dcp:
+        raise _fail(name, f"decode_context_parallel_size {dcp} must be >= 1 and divide TP {tp}")
+    if not 0.0 < layout["gpu_memory_utilization"] <= 1.0:
+        raise _fail(name, f"gpu_memory_utilization must be in (0, 1], got {layout['gpu_memory_utilization']}")
+    return layout
+
+
+def _row_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (row["kv_cache_dtype"], int(row["decode_context_parallel_size"]), int(row["max_model_len"]))
+
+
+def llm_plan_assemble(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    model: Mapping[str, Any],
+    hardware: Mapping[str, Any],
+    layout: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    engine_version: str,
+    target_max_model_len: int | None = None,
+    recommendation: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Pick the row to deploy and build the documented ``llm_plan_result`` fact.
+
+    Each row is {kv_cache_dtype, decode_context_parallel_size, max_model_len, plan} with ``plan`` the
+    dict returned by ``llm_plan``. Selection: rows at the target max_model_len (the layout's, else the
+    given target, else the largest planned length) whose KV dtype the engine supports; the layout's
+    KV dtype/DCP when that row fits, otherwise the fitting row with the highest max_concurrency. When
+    none fits, the verdict is ``does_not_fit`` and the reasons say why.
+    """
+    name = "llm_plan_assemble"
+    if not rows:
+        raise _fail(
+            name, "no plan rows; llm_plan_kv_cache_dtypes and llm_plan_context_lengths must not be empty"
+        )
+    for row in rows:
+        missing = {"kv_cache_dtype", "decode_context_parallel_size", "max_model_len", "plan"} - set(row)
+        if missing or not isinstance(row.get("plan"), Mapping):
+            raise _fail(name, f"row {row!r} lacks {sorted(missing) or ['plan dict']}")
+    unavailable = set(settings.get("kv_cache_dtypes_unavailable") or [])
+    lengths = sorted({int(r["max_model_len"]) for r in rows})
+    target = layout.get("max_model_len") or target_max_model_len or lengths[-1]
+    target = int(target)
+    candidates = [
+        r for r in rows if int(r["max_model_len"]) == target and r["kv_cache_dtype"] not in unavailable
+    ]
+    fitting = [r for r in candidates if r["plan"].get("fits")]
+    wanted = (layout.get("kv_cache_dtype"), int(layout.get("decode_context_parallel_size") or 1), target)
+    chosen = next((r for r in fitting if _row_key(r) == wanted), None)
+    if chosen is None and fitting:
+        chosen = max(fitting, key=lambda r: float(r["plan"].get("max_concurrency") or 0.0))
+    reasons: list[str] = []
+    if chosen is None:
+        pool = candidates or [r for r in rows if int(r["max_model_len"]) == target] or list(rows)
+        chosen = max(pool, key=lambda r: float(r["plan"].get("max_concurrency") or 0.0))
+        if not candidates:
+            reasons.append(f"no plan at max_model_len {target} with a KV dtype this engine supports")
+        reasons.extend(str(x) for x in chosen["plan"].get("reasons") or [])
+    plan = chosen["plan"]
+    fits = bool(plan.get("fits")) and chosen["kv_cache_dtype"] not in unavailable
+    engine_args = dict(settings.get("engine_args") or {})
+    return {
+        "model_id": model.get("id"),
+        "model_name": model.get("display_name") or model.get("id"),
+        "hf_repo": model.get("hf_repo"),
+        "hardware_id": hardware.get("id"),
+        "hardware": {
+            k: hardware.get(k)
+            for k in ("gpu_name", "gpu_count", "gpu_memory_gib", "compute_capability", "interconnect")
+        },
+        "engine": "vllm",
+        "engine_version": engine_version,
+        "tensor_parallel_size": int(layout["tensor_parallel_size"]),
+        "pipeline_parallel_size": int(layout["pipeline_parallel_size"]),
+        "data_parallel_size": int(layout["data_parallel_size"]),
+        "enable_expert_parallel": bool(layout["enable_expert_parallel"]),
+        "decode_context_parallel_size": int(chosen["decode_context_parallel_size"]),
+        "kv_cache_dtype": chosen["kv_cache_dtype"],
+        "gpu_memory_utilization": float(layout["gpu_memory_utilization"]),
+        "max_model_len": int(chosen["max_model_len"]),
+        "attention_backend": engine_args.get("attention-backend"),
+        "engine_args": engine_args,
+        "engine_env": dict(settings.get("engine_env") or {}),
+        "patches": list(settings.get("patches") or []),
+        "fits": fits,
+        "verdict": "fits" if fits else "does_not_fit",
+        "reasons": reasons if not fits else [],
+        "plan": dict(plan),
+        "rows": [dict(r) for r in rows],
+        "settings_notes": list(settings.get("notes") or []),
+        "kv_cache_dtypes_unavailable": sorted(unavailable),
+        "recommendation": {key: list((recommendation or {}).get(key) or []) for key in ("reasons", "notes")},
+    }
+
+
+def _num(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def _whole(value: Any) -> Any:
+    """4464.0 -> 4464, so byte counts print without decimals."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _grid(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(header)]
+
+    def fmt(cells: Sequence[str]) -> str:
+        return " | ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True))
+
+    return [fmt(header), "-+-".join("-" * w for w in widths), *(fmt(r) for r in body)]
+
+
+def llm_plan_table(result: Mapping[str, Any]) -> list[str]:
+    """Render an ``llm_plan_result`` as lines: header, plan grid, decision, forced settings."""
+    name = "llm_plan_table"
+    if not isinstance(result, Mapping) or "rows" not in result or "plan" not in result:
+        raise _fail(name, "expects the llm_plan_result dict built by llm_plan_assemble")
+    hw = result.get("hardware") or {}
+    plan = result["plan"]
+    unavailable = set(result.get("kv_cache_dtypes_unavailable") or [])
+    lines = [
+        f"Model:    {result.get('model_name')} ({result.get('hf_repo')})",
+        (
+            f"Hardware: {hw.get('gpu_count')} x {hw.get('gpu_name')}, "
+            f"{_num(hw.get('gpu_memory_gib'))} GiB each, "
+            f"SM {hw.get('compute_capability')}, {hw.get('interconnect')}"
+        ),
+        (
+            f"Engine:   {result.get('engine')} {result.get('engine_version')}; layout TP "
+            f"{result['tensor_parallel_size']} x PP {result['pipeline_parallel_size']} x DP "
+            f"{result['data_parallel_size']}, expert parallel "
+            f"{'on' if result['enable_expert_parallel'] else 'off'}, "
+            f"gpu_memory_utilization {result['gpu_memory_utilization']}"
+        ),
+        f"Weights per GPU: {_num(plan.get('weights_gib_per_gpu'))} GiB",
+        "",
+    ]
+    header = [
+        "pick",
+        "KV dtype",
+        "DCP",
+        "max_model_len",
+        "KV B/token",
+        "KV GiB/GPU",
+        "KV tokens",
+        "concurrency",
+        "fits",
+    ]
+    body = []
+    for row in result["rows"]:
+        p = row["plan"]
+        fits = _num(bool(p.get("fits")))
+        if row["kv_cache_dtype"] in unavailable:
+            fits = "n/a (engine)"
+        picked = (
+            row["kv_cache_dtype"] == result["kv_cache_dtype"]
+            and int(row["decode_context_parallel_size"]) == result["decode_context_parallel_size"]
+            and int(row["max_model_len"]) == result["max_model_len"]
+        )
+        body.append(
+            [
+                "*" if picked else "",
+                str(row["kv_cache_dtype"]),
+                str(row["decode_context_parallel_size"]),
+                _num(int(row["max_model_len"])),
+                _num(_whole(p.get("kv_bytes_per_token"))),
+                _num(p.get("kv_cache_gib_per_gpu")),
+                _num(p.get("kv_cache_tokens")),
+                _num(p.get("max_concurrency")),
+                fits,
+            ]
+        )
+    lines.extend(_grid(header, body))
+    lines.append("")
+    verdict = "FITS" if result.get("fits") else "DOES NOT FIT"
+    lines.append(
+        f"Verdict: {verdict}: --tensor-parallel-size {result['tensor_parallel_size']} "
+        f"--pipeline-parallel-size {result['pipeline_parallel_size']} "
+        f"--data-parallel-size {result['data_parallel_size']} "
+        f"--decode-context-parallel-size {result['decode_context_parallel_size']} "
+        f"--kv-cache-dtype {result['kv_cache_dtype']} --max-model-len {result['max_model_len']} "
+        f"--gpu-memory-utilization {result['gpu_memory_utilization']} "
+        f"({_num(plan.get('kv_cache_tokens'))} KV tokens, concurrency {_num(plan.get('max_concurrency'))})"
+    )
+    lines.extend(f"  reason: {r}" for r in result.get("reasons") or [])
+    advice = result.get("recommendation") or {}
+    # When nothing fits the planner's reasons repeat the ones printed above.
+    said = [*(advice.get("reasons") or [])] if result.get("fits") else []
+    lines.extend(f"Planner: {r}" for r in [*said, *(advice.get("notes") or [])])
+    notes = result.get("settings_notes") or []
+    lines.append(
+        "Settings forced by the hardware profile and known issues, and issues to know:"
+        if notes
+        else "No forced settings, no known issues."
+    )
+    lines.extend(f"  - {n['setting']}  [{n['id']}] {n['reason']}" for n in notes)
+    return lines

@@ -1,1 +1,0 @@
-../../../filter_plugins/gpu_checks.py

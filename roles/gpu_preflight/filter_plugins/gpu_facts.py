@@ -1,1 +1,0 @@
-../../../filter_plugins/gpu_facts.py

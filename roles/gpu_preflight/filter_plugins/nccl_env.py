@@ -1,1 +1,0 @@
-../../../filter_plugins/nccl_env.py

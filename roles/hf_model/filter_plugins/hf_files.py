@@ -1,1 +1,0 @@
-../../../filter_plugins/hf_files.py

@@ -1,1 +1,0 @@
-../../../filter_plugins/llm_capacity.py

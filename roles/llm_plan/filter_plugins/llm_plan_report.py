@@ -1,1 +1,0 @@
-../../../filter_plugins/llm_plan_report.py

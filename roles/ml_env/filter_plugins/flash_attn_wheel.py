@@ -1,1 +1,0 @@
-../../../filter_plugins/flash_attn_wheel.py

@@ -1,1 +1,0 @@
-../../../filter_plugins/ml_env_install.py

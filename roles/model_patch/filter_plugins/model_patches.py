@@ -1,1 +1,0 @@
-../../../filter_plugins/model_patches.py

@@ -1,1 +1,0 @@
-../../../filter_plugins/serve_report.py

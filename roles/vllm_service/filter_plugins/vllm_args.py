@@ -1,1 +1,0 @@
-../../../filter_plugins/vllm_args.py
