@@ -85,12 +85,14 @@ def test_trained_model_passes_and_reports(models: dict[str, Path], tmp_path: Pat
         print(f"role run on trained weights: {time.monotonic() - start:.1f} s")
         assert res.returncode == 0, res.stdout[-4000:]
         first = json.loads((report_dir / "report.json").read_text())
-        # Check mode sends the same read-only requests and rewrites the report; nothing changes.
+        # Check mode sends the same read-only requests, prints the report and writes nothing.
+        check_dir = tmp_path / "check-only"
         again = run_role(
-            tmp_path, role_vars(base, log, report_dir, serve_verify_planned_kv_tokens=planned), True
+            tmp_path, role_vars(base, log, check_dir, serve_verify_planned_kv_tokens=planned), True
         )
         assert again.returncode == 0, again.stdout[-3000:]
         assert changed_count(again.stdout) == 0
+        assert not check_dir.exists()
         wrong = run_role(tmp_path, role_vars(base, log, tmp_path / "wrong", serve_verify_model="other-name"))
     assert API_KEY not in res.stdout + res.stderr + again.stdout + again.stderr
 

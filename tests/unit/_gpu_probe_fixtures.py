@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
-import gpu_checks  # noqa: E402  (filter_plugins is put on sys.path just above)
+import gpu_checks  # noqa: E402  (plugins/module_utils is put on sys.path just above)
 import gpu_facts  # noqa: E402
 import nccl_env  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Parsers of filter_plugins/gpu_facts.py on the real recorded outputs (../shared/fixtures/h200x2 and
+"""Parsers of plugins/module_utils/gpu_facts.py on the real recorded outputs (../shared/fixtures/h200x2 and
 tests/fixtures/h200x2_run, recorded by the role on the lent 2x H200 machine), the real no-driver
 recording and the hand-written 8x RTX PRO 6000 fixture."""
 

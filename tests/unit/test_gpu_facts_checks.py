@@ -1,4 +1,4 @@
-"""Every refusal of filter_plugins/gpu_checks.py, on facts parsed from the fixtures.
+"""Every refusal of plugins/module_utils/gpu_checks.py, on facts parsed from the fixtures.
 
 Bad cases start from a real recording (h200x2_run, no_driver) or the hand-written RTX PRO 6000 fixture
 and change one recorded output the way the failing host would print it.

@@ -1,4 +1,4 @@
-"""Unit tests of filter_plugins/hf_files.py (pure functions)."""
+"""Unit tests of plugins/module_utils/hf_files.py (pure functions)."""
 
 from __future__ import annotations
 

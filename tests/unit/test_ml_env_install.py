@@ -1,4 +1,4 @@
-"""Unit tests for filter_plugins/ml_env_install.py (installer argv, pin checks)."""
+"""Unit tests for plugins/module_utils/ml_env_install.py (installer argv, pin checks)."""
 
 from __future__ import annotations
 

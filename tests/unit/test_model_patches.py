@@ -1,4 +1,4 @@
-"""Unit tests of filter_plugins/model_patches.py, including the real Kimi-K2.5-NVFP4 catalog patches."""
+"""Unit tests of plugins/module_utils/model_patches.py, including the real Kimi-K2.5-NVFP4 catalog patches."""
 
 from __future__ import annotations
 

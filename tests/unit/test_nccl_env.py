@@ -1,4 +1,4 @@
-"""NCCL/engine environment chosen by filter_plugins/nccl_env.py from the detected interconnect.
+"""NCCL/engine environment chosen by plugins/module_utils/nccl_env.py from the detected interconnect.
 
 The NVLink case is the real 2x H200 recording; the PCIe case is the hand-written 8x RTX PRO 6000
 fixture. The benchmark comparison runs on the real all-reduce figures of ../shared/fixtures/h200x2/nccl.txt

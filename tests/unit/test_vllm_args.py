@@ -1,4 +1,4 @@
-"""Unit tests for filter_plugins/vllm_args.py (vLLM argv from data, systemd quoting)."""
+"""Unit tests for plugins/module_utils/vllm_args.py (vLLM argv from data, systemd quoting)."""
 
 from __future__ import annotations
 
