@@ -1,6 +1,6 @@
 """Turn capacity plans into a deployment decision and a table a person reads.
 
-The memory arithmetic lives in llm_capacity.py (filters ``llm_plan``/``llm_recommend``); this module
+The memory arithmetic lives in the llm_capacity package (filters ``llm_plan``/``llm_recommend``); this module
 only combines their results with the catalog's known issues and formats them. Pure functions, stdlib only.
 """
 

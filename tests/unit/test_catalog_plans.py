@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 MODELS = sorted((ROOT / "catalog" / "models").glob("*.yml"))
 HARDWARE = sorted((ROOT / "catalog" / "hardware").glob("*.yml"))
 
-_SPEC = importlib.util.spec_from_file_location(
-    "llm_capacity_for_catalog", ROOT / "plugins" / "module_utils" / "llm_capacity.py"
-)
-assert _SPEC is not None and _SPEC.loader is not None
-cap = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(cap)
+sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+import llm_capacity as cap  # noqa: E402
 
 
 def _load(path: Path) -> dict[str, Any]:

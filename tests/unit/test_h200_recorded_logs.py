@@ -124,11 +124,8 @@ def test_planner_tokens_follow_vllm_022_formula(record):
 
 # --- CUDA-graph memory estimate (vLLM 0.21-0.26: gpu_model_runner.profile_cudagraph_memory) -----------
 
-_lc_spec = importlib.util.spec_from_file_location(
-    "llm_capacity", ROOT / "plugins" / "module_utils" / "llm_capacity.py"
-)
-llm_capacity = importlib.util.module_from_spec(_lc_spec)
-_lc_spec.loader.exec_module(llm_capacity)
+sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+import llm_capacity  # noqa: E402
 
 
 def _raw_graph_lines(record: dict) -> list[str]:

@@ -1,4 +1,4 @@
-"""Unit tests for plugins/module_utils/serve_report.py (judging serve_verify observations, log/metrics parsing)."""
+"""Unit tests for plugins/module_utils/serve_report.py (judging observations, log/metrics parsing)."""
 
 from __future__ import annotations
 
