@@ -7,7 +7,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Molecule scenarios, run in this order (a directory without molecule.yml is not a scenario).
 SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: setup system-deps plan test lint unit integration molecule bench
+.PHONY: setup system-deps plan demo demo-down test lint unit integration molecule bench
 
 setup: $(VENV)/.installed
 
@@ -20,6 +20,14 @@ system-deps:
 ## First command of the quick start: the Kimi-K2.5-NVFP4 plan on the bundled 8x RTX PRO 6000 profile.
 plan: setup
 	ansible-playbook playbooks/plan.yml
+
+## The main command on an embedded default: deploy_tiny.yml into a local systemd container, from an olah
+## mirror, to a verified endpoint that stays up (remove it with `make demo-down`).
+demo: setup system-deps
+	scripts/demo.sh up
+
+demo-down:
+	scripts/demo.sh down
 
 ## Second command: every test CI runs.
 test: setup system-deps lint unit integration molecule

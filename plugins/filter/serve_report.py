@@ -17,11 +17,11 @@ name: serve_report
 short_description: Judge serve_verify observations, parse vLLM's log and /metrics, render the report
 description:
   - C(serve_verify_probe_errors) lists what is wrong with a probe list (empty when it is fine).
-  - C(serve_verify_kv_from_log) reads vLLM's start-up log for C(<pool> KV cache size: N tokens) and
-    C(Available KV cache memory: X GiB) (the last start in the text wins).
-  - C(serve_verify_parse_metrics) turns Prometheus text into C({name: value}), summing label sets.
+  - "C(serve_verify_kv_from_log) reads vLLM's start-up log for C(<pool> KV cache size: N tokens) and
+    C(Available KV cache memory: X GiB) (the last start in the text wins)."
+  - C(serve_verify_parse_metrics) turns Prometheus text into a mapping of name to value, summing label sets.
   - C(serve_verify_report) judges the observations of the serve_verify_probe module against the
-    settings (served name, parsers configured, pass ratio, planned KV tokens) and returns the report:
+    settings (served name, parsers configured, pass ratio, planned KV tokens) and returns the report, with
     checks with a hint at the likely cause for each failure, probe results, throughput, KV and metrics.
   - C(serve_verify_markdown) renders that report as Markdown lines (the printed table).
 """

@@ -80,7 +80,7 @@ def mla_backends_for(compute_capability: str) -> list[str]:
     return sorted(name for name, majors in MLA_BACKEND_MAJORS.items() if majors is None or major in majors)
 
 
-def _problem(
+def problem(
     check: str, fact: str, found: Any, requirement: str, fix: str, *, severity: str = "error"
 ) -> dict:
     message = f"[{check}] fact {fact} = {found}; requirement: {requirement}; fix: {fix}"
@@ -102,7 +102,7 @@ def _gib(value: int) -> str:
 def _driver_checks(facts: dict[str, Any], req: dict[str, Any]) -> list[dict]:
     if facts.get("nvml_mismatch"):
         return [
-            _problem(
+            problem(
                 "nvml_mismatch",
                 "gpu_preflight_facts.kernel_module_version / nvml_library_versions",
                 f"{facts.get('kernel_module_version')} / {facts.get('nvml_library_versions')}",
@@ -113,7 +113,7 @@ def _driver_checks(facts: dict[str, Any], req: dict[str, Any]) -> list[dict]:
         ]
     if not facts.get("driver_present"):
         return [
-            _problem(
+            problem(
                 "no_driver",
                 "gpu_preflight_facts.driver_present",
                 f"false ({facts.get('driver_error')})",
@@ -132,7 +132,7 @@ def _driver_checks(facts: dict[str, Any], req: dict[str, Any]) -> list[dict]:
         too_old = too_old or bool(reported and version_key(reported) < version_key(cuda))
         if too_old:
             problems.append(
-                _problem(
+                problem(
                     "driver_too_old",
                     f"gpu_preflight_facts.driver_version (supports CUDA {reported or 'unknown'})",
                     driver,
@@ -153,7 +153,7 @@ def _gpu_checks(facts: dict[str, Any], req: dict[str, Any]) -> list[dict]:
     pp = int(req["pipeline_parallel_size"])
     if len(gpus) < tp * pp:
         problems.append(
-            _problem(
+            problem(
                 "gpu_count",
                 "gpu_preflight_facts.gpu_count",
                 len(gpus),
@@ -168,7 +168,7 @@ def _gpu_checks(facts: dict[str, Any], req: dict[str, Any]) -> list[dict]:
         names = sorted({f"{g['name']} ({g['memory_total_mib']} MiB)" for g in group})
         if len(names) > 1:
             problems.append(
-                _problem(
+                problem(
                     "mixed_gpu_models",
                     f"gpu_preflight_facts.gpus[{start}:{start + len(group)}].name",
                     ", ".join(names),
@@ -180,7 +180,7 @@ def _gpu_checks(facts: dict[str, Any], req: dict[str, Any]) -> list[dict]:
     mig = [g["index"] for g in used if g.get("mig_enabled")]
     if mig:
         problems.append(
-            _problem(
+            problem(
                 "mig_enabled",
                 "gpu_preflight_facts.gpus[*].mig_mode",
                 f"Enabled on GPU {', '.join(str(i) for i in mig)}",
@@ -192,7 +192,7 @@ def _gpu_checks(facts: dict[str, Any], req: dict[str, Any]) -> list[dict]:
     fabric = facts.get("fabric") or {}
     if fabric.get("state") == "down":
         problems.append(
-            _problem(
+            problem(
                 "fabric_manager_down",
                 "gpu_preflight_facts.fabric.state",
                 f"down ({', '.join(fabric.get('gpu_fabric_states') or []) or fabric.get('service_state')})",
@@ -204,7 +204,7 @@ def _gpu_checks(facts: dict[str, Any], req: dict[str, Any]) -> list[dict]:
         )
     elif fabric.get("state") == "unknown":
         problems.append(
-            _problem(
+            problem(
                 "fabric_manager_unknown",
                 "gpu_preflight_facts.fabric.state",
                 "unknown",
@@ -216,7 +216,7 @@ def _gpu_checks(facts: dict[str, Any], req: dict[str, Any]) -> list[dict]:
     off = [g["index"] for g in used if g.get("persistence_mode") is False]
     if off:
         problems.append(
-            _problem(
+            problem(
                 "persistence_mode_off",
                 "gpu_preflight_facts.gpus[*].persistence_mode",
                 f"Disabled on GPU {', '.join(str(i) for i in off)}",
@@ -234,7 +234,7 @@ def _gpu_checks(facts: dict[str, Any], req: dict[str, Any]) -> list[dict]:
 def _backend_checks(backend: str, used: list[dict[str, Any]]) -> list[dict]:
     if backend not in MLA_BACKEND_MAJORS:
         return [
-            _problem(
+            problem(
                 "attention_backend_unchecked",
                 "gpu_preflight_attention_backend",
                 backend,
@@ -246,7 +246,7 @@ def _backend_checks(backend: str, used: list[dict[str, Any]]) -> list[dict]:
     majors = MLA_BACKEND_MAJORS[backend]
     if any(g.get("compute_capability") is None for g in used):
         return [
-            _problem(
+            problem(
                 "attention_backend_unchecked",
                 "gpu_preflight_facts.gpus[*].compute_capability",
                 "unknown (nvidia-smi did not report compute_cap)",
@@ -260,7 +260,7 @@ def _backend_checks(backend: str, used: list[dict[str, Any]]) -> list[dict]:
     if not bad:
         return []
     return [
-        _problem(
+        problem(
             "attention_backend_unsupported",
             "gpu_preflight_facts.gpus[*].compute_capability",
             ", ".join(bad),
@@ -272,13 +272,13 @@ def _backend_checks(backend: str, used: list[dict[str, Any]]) -> list[dict]:
     ]
 
 
-def _host_checks(facts: dict[str, Any], req: dict[str, Any]) -> list[dict]:
+def host_checks(facts: dict[str, Any], req: dict[str, Any]) -> list[dict]:
     problems = []
     plan = req.get("plan")
     if isinstance(plan, dict) and plan.get("fits") is False:
         reasons = plan.get("reasons") or ["(the plan gave no reasons)"]
         problems.append(
-            _problem(
+            problem(
                 "plan_does_not_fit",
                 "gpu_preflight_plan.fits",
                 "false: " + "; ".join(str(r) for r in reasons),
@@ -294,7 +294,7 @@ def _host_checks(facts: dict[str, Any], req: dict[str, Any]) -> list[dict]:
         avail = disk.get("avail_bytes")
         if avail is None:
             problems.append(
-                _problem(
+                problem(
                     "disk_unknown",
                     "gpu_preflight_facts.disk",
                     disk.get("error"),
@@ -304,7 +304,7 @@ def _host_checks(facts: dict[str, Any], req: dict[str, Any]) -> list[dict]:
             )
         elif avail < required + margin:
             problems.append(
-                _problem(
+                problem(
                     "disk_space",
                     "gpu_preflight_facts.disk.avail_bytes",
                     f"{avail} ({_gib(avail)} free on {disk.get('mount')})",
@@ -320,7 +320,7 @@ def _host_checks(facts: dict[str, Any], req: dict[str, Any]) -> list[dict]:
     if foreign:
         shown = ", ".join(f"{item['address']} (uid {item['uid']})" for item in foreign)
         problems.append(
-            _problem(
+            problem(
                 "port_in_use",
                 "gpu_preflight_facts.port.listeners",
                 shown,
@@ -334,7 +334,7 @@ def _host_checks(facts: dict[str, Any], req: dict[str, Any]) -> list[dict]:
     wanted = int(req.get("min_open_files") or 0)
     if wanted and soft is not None and soft < wanted:
         problems.append(
-            _problem(
+            problem(
                 "open_files",
                 "gpu_preflight_facts.nofile.soft",
                 soft,
@@ -361,5 +361,5 @@ def preflight_problems(facts: dict[str, Any], requirements: dict[str, Any] | Non
     problems = _driver_checks(facts, req)
     if facts.get("driver_present") and not facts.get("nvml_mismatch"):
         problems.extend(_gpu_checks(facts, req))
-    problems.extend(_host_checks(facts, req))
+    problems.extend(host_checks(facts, req))
     return problems

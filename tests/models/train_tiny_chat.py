@@ -1,7 +1,7 @@
 """Build a tiny Llama chat model for serve_verify's end-to-end test.
 
 `--trained` (default) teaches it, in about a minute on one CPU core, to answer the quality probes of
-tests/models/tiny_chat.yml behind a `<think>...</think>` block and to emit a get_weather tool call.
+catalog/models/tiny_test.yml behind a `<think>...</think>` block and to emit a get_weather tool call.
 `--random` saves the same shape with random weights: a model that emits garbage.
 
 Runs in the vLLM venv (torch, transformers, tokenizers, pyyaml). Deterministic for a given seed.
@@ -167,7 +167,7 @@ def main() -> None:
     ap.add_argument("--random", action="store_true", help="save untrained (random) weights")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-seconds", type=float, default=240.0)
-    ap.add_argument("--catalog", type=Path, default=HERE / "tiny_chat.yml")
+    ap.add_argument("--catalog", type=Path, default=HERE.parents[1] / "catalog" / "models" / "tiny_test.yml")
     args = ap.parse_args()
 
     torch.set_num_threads(1)  # deterministic, and friendly to a shared 2-core machine

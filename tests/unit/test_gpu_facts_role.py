@@ -24,9 +24,17 @@ def test_argument_specs_document_every_default() -> None:
 
 
 def test_recorded_fixture_has_every_probe() -> None:
-    probes = set(_yaml("vars/main.yml")["_gpu_preflight_probes"])
+    variables = _yaml("vars/main.yml")
+    probes = set(variables["_gpu_preflight_probes"]) - set(variables["_gpu_preflight_cpu_only"])
     recorded = {p.name[: -len(".rc")] for p in (FIXTURES / "h200x2_run").glob("*.rc")}
     assert recorded == probes
     # and facts_from_probes reads exactly these names
     doc = gpu_facts.facts_from_probes.__doc__ or ""
     assert all(name in doc for name in probes)
+
+
+def test_cpu_probes_exist_and_are_parsed() -> None:
+    variables = _yaml("vars/main.yml")
+    cpu = variables["_gpu_preflight_device_probes"]["cpu"]
+    assert set(cpu) <= set(variables["_gpu_preflight_probes"])
+    assert set(variables["_gpu_preflight_cpu_only"]) <= set(cpu)

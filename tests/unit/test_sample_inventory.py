@@ -59,3 +59,20 @@ def test_every_variable_is_documented() -> None:
             assert any(p.startswith("#") for p in paragraph), (
                 f"{path.name}: {line.split(':')[0]} lacks a comment"
             )
+
+
+def test_every_inventory_variable_is_read_by_something() -> None:
+    """No documented-but-unused input: each group_vars key of the sample inventories is read by a playbook,
+    is a role option (meta/argument_specs.yml) or a connection setting."""
+    import yaml  # noqa: PLC0415  (only this test parses YAML itself)
+
+    playbooks = "".join(p.read_text() for p in (ROOT / "playbooks").rglob("*.yml"))
+    options = set()
+    for spec in (ROOT / "roles").glob("*/meta/argument_specs.yml"):
+        options |= set(yaml.safe_load(spec.read_text())["argument_specs"]["main"]["options"])
+    for inventory in ("sample_gpu", "demo"):
+        for path in (ROOT / "inventory" / inventory / "group_vars").glob("*.yml"):
+            for name in yaml.safe_load(path.read_text()) or {}:
+                if name.startswith("ansible_") or name in options:
+                    continue
+                assert name in playbooks, f"inventory/{inventory}/{path.name}: {name} is read by no playbook"

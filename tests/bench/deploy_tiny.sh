@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Benchmarks of the main command, playbooks/deploy_tiny.yml, on the `make demo` target (a local systemd
+# container, vLLM's CPU build at TP 2, the tiny model from olah). Prints figures; asserts nothing about time.
+#   - `make demo` to a verified endpoint: fresh container, package (uv) cache warm
+#   - idempotent re-run of the whole deploy (goal <= 30 s, changed=0)
+#   - deploy with one changed engine option (restart + verify) vs a bare start of the same command line in
+#     the same container, paired, median of BENCH_PAIRS (default 3) (goal <= 1.2)
+# Leaves nothing behind unless BENCH_KEEP_CONTAINER=1.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+export PATH="$root/.venv/bin:$PATH" ANSIBLE_CONFIG="$root/ansible.cfg" ANSIBLE_NOCOLOR=1
+export CONTAINERS_CONF="$root/molecule/_shared/containers.conf"
+ctr=llmdeploy-demo
+pairs=${BENCH_PAIRS:-3}
+now() { date +%s.%N; }
+since() { awk -v a="$(now)" -v b="$1" 'BEGIN { printf "%.1f", a - b }'; }
+cleanup() { [ "${BENCH_KEEP_CONTAINER:-0}" = 1 ] || scripts/demo.sh down >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+deploy() { ansible-playbook -i inventory/demo playbooks/deploy_tiny.yml "$@"; }
+changed() { sed -n "s/^$ctr *: ok=[0-9]* *changed=\([0-9]*\).*/\1/p" | tail -1; }
+
+echo "== make demo (fresh container, warm package cache)"
+scripts/demo.sh down >/dev/null
+t0=$(now)
+scripts/demo.sh up >/tmp/bench_demo.log 2>&1 || { tail -40 /tmp/bench_demo.log; exit 1; }
+echo "demo to verified endpoint: $(since "$t0") s"
+
+echo "== idempotent re-run of the whole deploy"
+for i in 1 2; do
+  t0=$(now)
+  c=$(deploy | changed)
+  echo "re-run $i: $(since "$t0") s, changed=$c"
+done
+
+wait_answer='
+key=$(sed -n "s/^VLLM_API_KEY=\"\(.*\)\"$/\1/p" /etc/vllm/vllm.env)
+until curl -sf -o /dev/null http://127.0.0.1:8000/health; do sleep 0.5; done
+until curl -sf -H "Authorization: Bearer $key" -H "Content-Type: application/json" \
+  -d "{\"model\":\"llmdeploy-test/tiny-chat\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":8}" \
+  http://127.0.0.1:8000/v1/chat/completions | grep -q completion_tokens; do sleep 0.5; done'
+
+echo "== deploy with a changed option (restart, health wait, serve_verify) vs a bare start, $pairs pairs"
+ratios=()
+for i in $(seq "$pairs"); do
+  t0=$(now)
+  c=$(deploy -e "{\"llm_engine_args\": {\"max_num_seqs\": $((16 + i))}}" | changed)
+  playbook=$(since "$t0")
+  podman exec "$ctr" systemctl stop vllm.service
+  cmd=$(podman exec "$ctr" sed -n 's/^ExecStart=//p' /etc/systemd/system/vllm.service)
+  podman exec "$ctr" sh -c 'find /dev/shm -maxdepth 1 -name "vllm_dist_*" -delete'
+  t0=$(now)
+  podman exec -d "$ctr" runuser -u vllm -- /bin/sh -c \
+    "cd /var/lib/vllm; set -a; . /etc/vllm/vllm.env; set +a; exec $cmd >/tmp/bare.log 2>&1" >/dev/null
+  podman exec "$ctr" /bin/sh -c "$wait_answer"
+  bare=$(since "$t0")
+  podman exec "$ctr" pkill -TERM -u vllm || true
+  sleep 3
+  podman exec "$ctr" systemctl start vllm.service
+  podman exec "$ctr" /bin/sh -c "$wait_answer"
+  ratio=$(awk -v a="$playbook" -v b="$bare" 'BEGIN { printf "%.2f", a / b }')
+  ratios+=("$ratio")
+  echo "pair $i: playbook start-to-verified $playbook s (changed=$c), bare start-to-answer $bare s, ratio $ratio"
+done
+median=$(printf '%s\n' "${ratios[@]}" | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }')
+echo "median ratio playbook/bare: $median (goal <= 1.2)"
