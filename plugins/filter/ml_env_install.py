@@ -22,7 +22,7 @@ description:
   - C(ml_env_uninstall_argv) - argv removing packages from a venv.
   - C(ml_env_uv_bootstrap_argv) - argv installing uv with the host's pip into a private folder.
   - Package sources come from one dict (C(index_url), C(extra_index_urls), C(find_links), C(wheelhouse),
-    C(cache_dir), C(extra_args)); a wheelhouse means C(--no-index), so nothing is fetched from a network index.
+    C(cache_dir), C(extra_args)); a wheelhouse means C(--no-index) and nothing comes from a network index.
 """
 
 EXAMPLES = r"""

@@ -55,7 +55,10 @@ def _check_raw_secret(raw: str) -> None:
         return
     option = raw[2:].split("=", 1)[0].replace("_", "-")
     if option in _SECRET_OPTIONS:
-        raise _err("vllm_args", f"{raw.split('=', 1)[0]} would put a secret in argv; {_SECRET_HINT}", raw)
+        # The value is the secret: the message shows the option only.
+        flag = raw.split("=", 1)[0]
+        shown = f"{flag}=<hidden>" if "=" in raw else flag
+        raise _err("vllm_args", f"{flag} would put a secret in argv; {_SECRET_HINT}", shown)
 
 
 def vllm_args(options: Mapping[str, Any], extra: Sequence[str] | None = None) -> list[str]:

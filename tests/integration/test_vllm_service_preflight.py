@@ -71,6 +71,15 @@ def _run(tmp_path: Path, extra: dict[str, object]) -> subprocess.CompletedProces
         ({"vllm_service_env": [{"name": "VLLM_API_KEY", "value": "x"}]}, "secrets go in vllm_service_hf"),
         ({"vllm_service_extra_args": ["--api-key", "x"]}, "would put a secret in argv"),
         ({"vllm_service_port": "http"}, "vllm_service_port"),
+        # Hostile values aimed at the root-owned unit file.
+        (
+            {"vllm_service_served_model_name": "m\n[Service]\nExecStartPre=/bin/touch /tmp/pwned"},
+            "vllm_service_served_model_name=",
+        ),
+        ({"vllm_service_model_path": "/srv/m\nExecStartPre=/bin/sh"}, "vllm_service_model_path="),
+        ({"vllm_service_name": "../../etc/cron.d/x"}, "vllm_service_name="),
+        ({"vllm_service_user": "vllm\nUser=root"}, "vllm_service_user="),
+        ({"vllm_service_config_dir": "/etc/vllm dir"}, "vllm_service_config_dir="),
     ],
 )
 def test_bad_input_is_refused_with_the_variable_named(
@@ -86,3 +95,10 @@ def test_good_input_passes_preflight(tmp_path: Path) -> None:
     result = _run(tmp_path, {"vllm_service_tensor_parallel_size": 2, "vllm_service_max_model_len": 256})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "failed=0" in result.stdout
+
+
+def test_a_refused_secret_is_not_echoed(tmp_path: Path) -> None:
+    result = _run(tmp_path, {"vllm_service_extra_args": ["--api-key=sk-planted-91c4"]})
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "would put a secret in argv" in " ".join(output.split())
+    assert "sk-planted-91c4" not in output

@@ -151,3 +151,9 @@ def test_filter_module_maps_every_filter() -> None:
         "systemd_env_value",
         "systemd_env_name",
     }
+
+
+def test_secret_refusal_does_not_echo_the_secret() -> None:
+    with pytest.raises(AnsibleFilterError) as caught:
+        va.vllm_args({}, ["--api-key=sk-planted-5e1f"])
+    assert "sk-planted-5e1f" not in str(caught.value) and "--api-key=<hidden>" in str(caught.value)
