@@ -5,7 +5,7 @@
 #   - idempotent re-run of the whole deploy (goal <= 30 s, changed=0)
 #   - deploy with one changed engine option (restart + verify) vs a bare start of the same command line in
 #     the same container, paired, median of BENCH_PAIRS (default 3) (goal <= 1.2)
-# Leaves nothing behind unless BENCH_KEEP_CONTAINER=1.
+# Leaves nothing behind unless BENCH_KEEP_CONTAINER=1; BENCH_REUSE_DEMO=1 starts from a running demo.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -17,19 +17,27 @@ now() { date +%s.%N; }
 since() { awk -v a="$(now)" -v b="$1" 'BEGIN { printf "%.1f", a - b }'; }
 cleanup() { [ "${BENCH_KEEP_CONTAINER:-0}" = 1 ] || scripts/demo.sh down >/dev/null 2>&1 || true; }
 trap cleanup EXIT
-deploy() { ansible-playbook -i inventory/demo playbooks/deploy_tiny.yml "$@"; }
-changed() { sed -n "s/^$ctr *: ok=[0-9]* *changed=\([0-9]*\).*/\1/p" | tail -1; }
+log=/tmp/bench_deploy_tiny.log
+# One deploy run; prints the host's changed count, or the run's tail and fails.
+deploy() {
+  ansible-playbook -i inventory/demo playbooks/deploy_tiny.yml "$@" >"$log" 2>&1 || { tail -60 "$log" >&2; return 1; }
+  sed -n "s/^$ctr *: ok=[0-9]* *changed=\([0-9]*\).*/\1/p" "$log" | tail -1
+}
 
-echo "== make demo (fresh container, warm package cache)"
-scripts/demo.sh down >/dev/null
-t0=$(now)
-scripts/demo.sh up >/tmp/bench_demo.log 2>&1 || { tail -40 /tmp/bench_demo.log; exit 1; }
-echo "demo to verified endpoint: $(since "$t0") s"
+if [ "${BENCH_REUSE_DEMO:-0}" = 1 ] && podman container exists "$ctr"; then
+  echo "== make demo: skipped (BENCH_REUSE_DEMO=1, $ctr is up)"
+else
+  echo "== make demo (fresh container, warm package cache)"
+  scripts/demo.sh down >/dev/null
+  t0=$(now)
+  scripts/demo.sh up >/tmp/bench_demo.log 2>&1 || { tail -40 /tmp/bench_demo.log; exit 1; }
+  echo "demo to verified endpoint: $(since "$t0") s"
+fi
 
 echo "== idempotent re-run of the whole deploy"
 for i in 1 2; do
   t0=$(now)
-  c=$(deploy | changed)
+  c=$(deploy)
   echo "re-run $i: $(since "$t0") s, changed=$c"
 done
 
@@ -44,7 +52,7 @@ echo "== deploy with a changed option (restart, health wait, serve_verify) vs a 
 ratios=()
 for i in $(seq "$pairs"); do
   t0=$(now)
-  c=$(deploy -e "{\"llm_engine_args\": {\"max_num_seqs\": $((16 + i))}}" | changed)
+  c=$(deploy -e "{\"llm_engine_args\": {\"max_num_seqs\": $((16 + i))}}")
   playbook=$(since "$t0")
   podman exec "$ctr" systemctl stop vllm.service
   cmd=$(podman exec "$ctr" sed -n 's/^ExecStart=//p' /etc/systemd/system/vllm.service)
