@@ -37,6 +37,8 @@ def _run(tmp_path: Path, extra: dict[str, object]) -> subprocess.CompletedProces
 BAD = [
     ({"llm_device": "tpu"}, "llm_device"),
     ({"llm_deploy_plan_only": "ture"}, "llm_deploy_plan_only"),
+    ({"llm_prune_old_models": "ture"}, "llm_prune_old_models"),
+    ({"llm_api_public": "maybe"}, "llm_api_public"),
     ({"llm_tensor_parallel_size": 0}, "llm_tensor_parallel_size"),
     ({"llm_tensor_parallel_size": "two"}, "llm_tensor_parallel_size"),
     ({"llm_cpu_kv_cache_gib": "lots"}, "llm_cpu_kv_cache_gib"),
