@@ -13,8 +13,8 @@ export PATH="$root/.venv/bin:$PATH" ANSIBLE_CONFIG="$root/ansible.cfg" ANSIBLE_N
 export CONTAINERS_CONF="$root/molecule/_shared/containers.conf"
 ctr=llmdeploy-demo
 pairs=${BENCH_PAIRS:-3}
-now() { date +%s.%N; }
-since() { awk -v a="$(now)" -v b="$1" 'BEGIN { printf "%.1f", a - b }'; }
+# shellcheck source=lib/common.sh
+. "$root/tests/bench/lib/common.sh"
 cleanup() { [ "${BENCH_KEEP_CONTAINER:-0}" = 1 ] || scripts/demo.sh down >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 log=/tmp/bench_deploy_tiny.log
@@ -41,12 +41,7 @@ for i in 1 2; do
   echo "re-run $i: $(since "$t0") s, changed=$c"
 done
 
-wait_answer='
-key=$(sed -n "s/^VLLM_API_KEY=\"\(.*\)\"$/\1/p" /etc/vllm/vllm.env)
-until curl -sf -o /dev/null http://127.0.0.1:8000/health; do sleep 0.5; done
-until curl -sf -H "Authorization: Bearer $key" -H "Content-Type: application/json" \
-  -d "{\"model\":\"llmdeploy-test/tiny-chat\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":8}" \
-  http://127.0.0.1:8000/v1/chat/completions | grep -q completion_tokens; do sleep 0.5; done'
+wait_answer=$(wait_answer_script llmdeploy-test/tiny-chat)
 
 echo "== deploy with a changed option (restart, health wait, serve_verify) vs a bare start, $pairs pairs"
 ratios=()

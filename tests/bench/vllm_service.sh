@@ -15,8 +15,8 @@ scenario=molecule/vllm_service
 ctr=llmdeploy-vllm-service
 keep=${BENCH_KEEP_CONTAINER:-0}
 
-now() { date +%s.%N; }
-since() { awk -v a="$(now)" -v b="$1" 'BEGIN { printf "%.1f", a - b }'; }
+# shellcheck source=lib/common.sh
+. "$root/tests/bench/lib/common.sh"
 
 inv=$(mktemp --suffix=.yml)
 cleanup() {
@@ -41,13 +41,7 @@ INV
 
 in_ctr() { podman exec "$ctr" "$@"; }
 
-# Polls /health then sends one chat completion, inside the container; returns when it is answered.
-wait_answer='
-key=$(sed -n "s/^VLLM_API_KEY=\"\(.*\)\"$/\1/p" /etc/vllm/vllm.env)
-until curl -sf -o /dev/null http://127.0.0.1:8000/health; do sleep 0.5; done
-until curl -sf -H "Authorization: Bearer $key" -H "Content-Type: application/json" \
-  -d "{\"model\":\"tiny-llama\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":8}" \
-  http://127.0.0.1:8000/v1/chat/completions | grep -q completion_tokens; do sleep 0.5; done'
+wait_answer=$(wait_answer_script tiny-llama)
 
 echo "== bare start: the unit's own command line, run by hand as the service user"
 in_ctr systemctl stop vllm.service
