@@ -68,7 +68,9 @@ def cli_plan(record: dict, **given: float) -> dict:
         args.append("--enable-expert-parallel")
     for name, value in given.items():
         args += ["--" + name.replace("_", "-"), str(value)]
-    out = subprocess.run([sys.executable, str(CLI), *args], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, str(CLI), *args], capture_output=True, text=True, check=False)
+    # Exit 1 is a plan that does not fit (still printed, with fits: false); anything else is a failure.
+    assert out.returncode in (0, 1) and json.loads(out.stdout)["fits"] == (out.returncode == 0), out.stderr
     _CACHE[key] = json.loads(out.stdout)
     return _CACHE[key]
 
@@ -160,7 +162,7 @@ def test_hybrid_block_size_groups_and_old_report_formula() -> None:
             ],
             capture_output=True,
             text=True,
-            check=True,
+            check=False,  # the made-up budget may not fit beside the weights: the block maths is the point
         ).stdout
     )
     assert config["text_config"]["mamba_ssm_dtype"] == "float32"

@@ -62,7 +62,9 @@ def cli_plan(record: dict, **given: float) -> dict:
         args.append("--enforce-eager")
     for key, value in given.items():
         args += ["--" + key.replace("_", "-"), str(value)]
-    out = subprocess.run([sys.executable, str(CLI), *args], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, str(CLI), *args], capture_output=True, text=True, check=False)
+    # Exit 1 is a plan that does not fit (still printed, with fits: false); anything else is a failure.
+    assert out.returncode in (0, 1) and json.loads(out.stdout)["fits"] == (out.returncode == 0), out.stderr
     return json.loads(out.stdout)
 
 

@@ -167,8 +167,41 @@ def test_layout_vllm_refuses_exits_1_with_the_plan():
     assert plan["fits"] is False and plan["input_errors"]
 
 
-def test_not_fitting_is_a_valid_answer():
+def test_not_fitting_prints_the_plan_and_exits_1():
     out = run("--model-config", str(LLAMA), "--gpu-memory-gib", "8", "--tensor-parallel-size", "1", "--json")
-    assert out.returncode == 0
+    assert out.returncode == 1
     plan = json.loads(out.stdout)
     assert plan["fits"] is False and any("exceed" in r for r in plan["reasons"])
+    assert "does not fit: weights" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "flag", "says"),
+    [
+        (["--gpu-memory-gib", "inf"], "--gpu-memory-gib", "finite"),
+        (["--gpu-memory-gib", "nan"], "--gpu-memory-gib", "number > 0"),
+        (["--gpu-memory-gib", "81920"], "--gpu-memory-gib", "<= 1024"),
+        (["--gpu-memory-gib", "80", "--weights-gib-per-gpu", "inf"], "--weights-gib-per-gpu", "finite"),
+        (["--gpu-memory-gib", "80", "--checkpoint-gib=-1e400"], "--checkpoint-gib", "number > 0"),
+        (["--gpu-memory-gib", "80", "--kv-cache-memory-gib", "200"], "--kv-cache-memory-gib", "does not fit"),
+        (["--gpu-memory-gib", "80", "--max-model-len", str(2**40)], "--max-model-len", "<="),
+        (["--gpu-memory-gib", "80", "--vllm-version", "0.9.2"], "--vllm-version", "0.10.x to 0.33.x"),
+        (["--gpu-memory-gib", "80", "--vllm-version", "1.0.0"], "--vllm-version", "0.10.x to 0.33.x"),
+        (["--gpu-memory-gib", "80", "--pipeline-parallel-size", "5000"], "--pipeline-parallel-size", "<="),
+        (["--gpu-memory-gib", "80", "--gpu-memory-utilization", "inf"], "--gpu-memory-utilization", "finite"),
+    ],
+)
+def test_numbers_it_cannot_answer_are_refused(flags, flag, says):
+    out = run("--model-config", str(LLAMA), "--tensor-parallel-size", "1", *flags, "--json")
+    assert out.returncode == 2, out.stdout[-500:]
+    assert out.stderr.startswith(f"llm-plan: {flag}: ") and says in out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == ""
+
+
+def test_a_context_beyond_the_model_needs_the_override():
+    base = ("--model-config", str(LLAMA), "--gpu-memory-gib", "80", "--tensor-parallel-size", "1", "--json")
+    refused = run(*base, "--max-model-len", "1048576")
+    assert refused.returncode == 1 and "max_position_embeddings" in refused.stderr
+    allowed = json.loads(run(*base, "--max-model-len", "1048576", "--allow-long-max-model-len").stdout)
+    assert not any("max_position_embeddings" in r for r in allowed["reasons"])
+    assert any("max_position_embeddings" in w for w in allowed["warnings"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -20,6 +21,15 @@ DEFAULT_BLOCK_SIZE = 16
 VOCAB_PADDING = 64
 # Newest vLLM whose behaviour this planner models by default (the version on the project's GPU hosts).
 DEFAULT_VLLM_VERSION = "0.22.0"
+# (major, minor) of the oldest and newest vLLM releases the accounting follows: the V1 engine's memory
+# profiling starts with 0.10; 0.33 is the newest release read (non_kv.py names what changed when).
+MODELED_VLLM_RANGE = ((0, 10), (0, 33))
+# No GPU has more memory than this; a larger --gpu-memory-gib is a unit mistake (MiB or bytes).
+MAX_GPU_MEMORY_GIB = 1024.0
+# Largest parallel degree accepted for each of TP, PP, DP and DCP.
+MAX_PARALLEL_SIZE = 1024
+# Largest context a request may have (tokens); beyond this a number is a typo, not a model.
+MAX_MODEL_LEN_LIMIT = 2**26
 
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 2, "float": 2, "auto": 2}
 # config.json "mamba_ssm_dtype" (Qwen3.5 ships "float32"): vLLM keeps the recurrent (temporal) state in
@@ -76,10 +86,12 @@ def _numeric(value: Any, kind: type) -> Any:
     return value
 
 
-def _positive_int(name: str, value: Any) -> int:
+def _positive_int(name: str, value: Any, *, upper: int | None = None) -> int:
     value = _numeric(value, int)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise PlanInputError(name, f"expected an integer >= 1, got {value!r}")
+    if upper is not None and value > upper:
+        raise PlanInputError(name, f"expected an integer <= {upper}, got {value!r}")
     return value
 
 
@@ -87,9 +99,23 @@ def _positive_float(name: str, value: Any, *, upper: float | None = None) -> flo
     value = _numeric(value, float)
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise PlanInputError(name, f"expected a number > 0, got {value!r}")
+    if not math.isfinite(value):
+        raise PlanInputError(name, f"expected a finite number, got {value!r}")
     if upper is not None and value > upper:
         raise PlanInputError(name, f"expected a number <= {upper}, got {value!r}")
     return float(value)
+
+
+def check_modeled_version(version: tuple[int, int, int]) -> tuple[int, int, int]:
+    """Refuse a vLLM version outside the releases whose start-up accounting the planner models."""
+    low, high = MODELED_VLLM_RANGE
+    if not low <= version[:2] <= high:
+        raise PlanInputError(
+            "vllm_version",
+            f"the planner models vLLM {low[0]}.{low[1]}.x to {high[0]}.{high[1]}.x, got "
+            f"{'.'.join(map(str, version))}: pin a version in that range",
+        )
+    return version
 
 
 def _flag(name: str, value: Any) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import DEFAULT_BLOCK_SIZE, DEFAULT_VLLM_VERSION, GIB
+from ._common import DEFAULT_BLOCK_SIZE, DEFAULT_VLLM_VERSION, GIB, _flag
 from .checks import check_divisibility
 from .kv import (
     REPORT_FROM_CONCURRENCY_SINCE,
@@ -183,6 +183,24 @@ def _verdict(
         warnings.append("FP8 MLA cache needs an attention backend with FP8 support (see llm_recommend)")
 
 
+def _explicit_budget_check(inp: PlanInputs, stages: list[dict[str, Any]], reasons: list[str]) -> None:
+    """An explicit KV budget bypasses gpu_memory_utilization: it must still fit the GPU beside the rest."""
+    if inp.kv_cache_memory_gib is None:
+        return
+    for st in stages:
+        graphs = st["cudagraph_gib"] if st["cudagraph_subtracted"] else 0.0
+        rest = st["weights_gib"] + st["activation_peak_gib"] + st["non_torch_gib"] + graphs
+        total = rest + st["kv_cache_gib"]
+        if total > inp.gpu_memory_gib:
+            reasons.append(
+                f"kv_cache_memory_gib {inp.kv_cache_memory_gib} plus weights {st['weights_gib']}, "
+                f"activations {st['activation_peak_gib']}, non-torch {st['non_torch_gib']} and "
+                f"CUDA graphs {graphs} GiB is {total:.2f} GiB, more than the GPU's {inp.gpu_memory_gib} GiB "
+                f"(stage {st['stage']})"
+            )
+            return
+
+
 def _layout_summary(inp: PlanInputs) -> dict[str, Any]:
     return {
         "tensor_parallel_size": inp.tp,
@@ -287,6 +305,7 @@ def plan_memory(
     quantization: str | None = None,
     interconnect: str = "nvlink",
     mamba_cache_mode: str = "none",
+    allow_long_max_model_len: bool = False,
 ) -> dict[str, Any]:
     """Memory plan of one vLLM instance on identical GPUs. See docs/planner.md for every key.
 
@@ -317,7 +336,16 @@ def plan_memory(
     arch = plan_architecture(hf_config, quantization)
     warnings = list(arch["warnings"])
     reasons: list[str] = []
-    batch = batch_limits(arch, inp, max_num_seqs, max_num_batched_tokens, max_model_len, reasons=reasons)
+    batch = batch_limits(
+        arch,
+        inp,
+        max_num_seqs,
+        max_num_batched_tokens,
+        max_model_len,
+        reasons=reasons,
+        warnings=warnings,
+        allow_long_max_model_len=_flag("allow_long_max_model_len", allow_long_max_model_len),
+    )
     check_gpu_count(inp, reasons, warnings)
     input_errors = check_divisibility(
         arch, tp=inp.tp, pp=inp.pp, dp=inp.dp, ep=inp.expert_parallel, dcp=inp.dcp
@@ -332,6 +360,7 @@ def plan_memory(
     )
     kv = _kv_cache(arch, inp, batch, stages=stages, stage_of=stage_of, kv_dtype=kv_dtype, kv_bytes=kv_bytes)
     max_weights = max(weights_by_stage)
+    _explicit_budget_check(inp, stages, reasons)
     _verdict(
         arch, inp, batch, kv, max_weights=max_weights, kv_dtype=kv_dtype, reasons=reasons, warnings=warnings
     )

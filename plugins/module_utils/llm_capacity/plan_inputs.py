@@ -5,7 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ._common import PlanInputError, _flag, _positive_float, _positive_int, parse_version
+from ._common import (
+    MAX_GPU_MEMORY_GIB,
+    MAX_MODEL_LEN_LIMIT,
+    MAX_PARALLEL_SIZE,
+    PlanInputError,
+    _flag,
+    _positive_float,
+    _positive_int,
+    check_modeled_version,
+    parse_version,
+)
 from .config import normalize_architecture
 from .non_kv import batch_defaults
 
@@ -77,14 +87,14 @@ def check_inputs(
     mamba_cache_mode: str,
 ) -> PlanInputs:
     """Validate the layout and engine arguments (in this order: the first bad one raises)."""
-    gpu_memory_gib = _positive_float("gpu_memory_gib", gpu_memory_gib)
-    tp = _positive_int("tensor_parallel_size", tensor_parallel_size)
-    pp = _positive_int("pipeline_parallel_size", pipeline_parallel_size)
-    dp = _positive_int("data_parallel_size", data_parallel_size)
-    dcp = _positive_int("decode_context_parallel_size", decode_context_parallel_size)
+    gpu_memory_gib = _positive_float("gpu_memory_gib", gpu_memory_gib, upper=MAX_GPU_MEMORY_GIB)
+    tp = _positive_int("tensor_parallel_size", tensor_parallel_size, upper=MAX_PARALLEL_SIZE)
+    pp = _positive_int("pipeline_parallel_size", pipeline_parallel_size, upper=MAX_PARALLEL_SIZE)
+    dp = _positive_int("data_parallel_size", data_parallel_size, upper=MAX_PARALLEL_SIZE)
+    dcp = _positive_int("decode_context_parallel_size", decode_context_parallel_size, upper=MAX_PARALLEL_SIZE)
     block = _positive_int("block_size", block_size)
     util = _positive_float("gpu_memory_utilization", gpu_memory_utilization, upper=1.0)
-    version = parse_version(vllm_version)
+    version = check_modeled_version(parse_version(vllm_version))
     flags = {
         name: _flag(name, value)
         for name, value in (
@@ -101,6 +111,12 @@ def check_inputs(
     weights_gib_per_gpu = _optional_positive_float("weights_gib_per_gpu", weights_gib_per_gpu)
     checkpoint_gib = _optional_positive_float("checkpoint_gib", checkpoint_gib)
     kv_cache_memory_gib = _optional_positive_float("kv_cache_memory_gib", kv_cache_memory_gib)
+    if kv_cache_memory_gib is not None and kv_cache_memory_gib >= gpu_memory_gib:
+        raise PlanInputError(
+            "kv_cache_memory_gib",
+            f"a KV budget of {kv_cache_memory_gib} GiB per GPU does not fit a {gpu_memory_gib} GiB GPU "
+            "next to the weights: give less, or leave it unset to let gpu_memory_utilization decide",
+        )
     if gpu_count is not None:
         gpu_count = _positive_int("gpu_count", gpu_count)
     return PlanInputs(
@@ -152,6 +168,8 @@ def batch_limits(
     max_model_len: Any,
     *,
     reasons: list[str],
+    warnings: list[str],
+    allow_long_max_model_len: bool = False,
 ) -> Batch:
     """max_num_seqs, max_num_batched_tokens and max_model_len, vLLM's defaults where not given."""
     defaults = batch_defaults(inp.gpu_memory_gib, inp.version)
@@ -165,15 +183,22 @@ def batch_limits(
     )
     derived_len = arch["max_position_embeddings"]
     model_len = (
-        _positive_int("max_model_len", max_model_len)
+        _positive_int("max_model_len", max_model_len, upper=MAX_MODEL_LEN_LIMIT)
         if max_model_len is not None
         else int(derived_len or 8192)
     )
     if derived_len and model_len > int(derived_len):
-        reasons.append(
+        message = (
             f"max_model_len {model_len} exceeds the model's max_position_embeddings {derived_len} "
             "(vLLM refuses unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)"
         )
+        if allow_long_max_model_len:
+            warnings.append(
+                message.replace("refuses unless", "accepts it with") + "; outputs beyond the "
+                "trained length may be garbage"
+            )
+        else:
+            reasons.append(message)
     return Batch(seqs, mnbt, model_len)
 
 
