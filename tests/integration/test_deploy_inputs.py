@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = ROOT / "playbooks" / "deploy_tiny.yml"
 SECRET = "sk-planted-input-3f9a"
+HF_SECRET = "hf_planted_token_9c21"
+# What a deploy would create on the target (localhost here): none of it may appear or change on a refusal.
+HOST_PATHS = [
+    Path("/var/lib/llm"),
+    Path("/opt/ml-env"),
+    Path("/etc/vllm"),
+    Path("/etc/systemd/system/vllm.service"),
+]
+
+
+def _host_state() -> list[tuple[str, float | None]]:
+    return [(str(p), p.stat().st_mtime if p.exists() else None) for p in HOST_PATHS]
 
 
 def _run(tmp_path: Path, extra: dict[str, object]) -> subprocess.CompletedProcess[str]:
@@ -64,6 +77,37 @@ BAD = [
     ({"llm_engine_args": {"api-key": SECRET}}, "llm_engine_args"),
     ({"llm_nccl_env": {"CUDA_VISIBLE_DEVICES": "0"}}, "llm_nccl_env"),
     ({"llm_model_revision": "main; rm -rf /"}, "llm_model_revision"),
+    # Typos and names the deploy does not read.
+    ({"llm_deploy_plan_onyl": True}, "llm_deploy_plan_onyl"),
+    ({"llm_api_prot": 8080}, "llm_api_prot"),
+    ({"llm_plan_max_model_len": 4096}, "llm_plan_max_model_len"),
+    # Strings where numbers belong, numbers out of range.
+    ({"llm_deploy_plan_only": 2}, "llm_deploy_plan_only"),
+    ({"llm_max_model_len": 2**40}, "llm_max_model_len"),
+    ({"llm_start_timeout_minutes": 0}, "llm_start_timeout_minutes"),
+    ({"llm_cpu_kv_cache_gib": 1.5}, "llm_cpu_kv_cache_gib"),
+    ({"llm_tensor_parallel_size": 100000}, "llm_tensor_parallel_size"),
+    # Paths that escape or hit system directories.
+    ({"llm_model_dir": "/srv/models/../../etc"}, "llm_model_dir"),
+    ({"llm_model_dir": "/var/lib"}, "llm_model_dir"),
+    ({"llm_env_path": "/opt/ml env"}, "llm_env_path"),
+    # Values that would change the meaning of the environment file, the unit or argv.
+    ({"llm_engine_env": {"VLLM_X": "1\nHF_TOKEN=stolen"}}, "llm_engine_env"),
+    ({"llm_engine_env": {"VLLM_API_KEY": SECRET}}, "llm_engine_env"),
+    ({"llm_nccl_env": {"NCCL_P2P_LEVEL": "SYS\n[Service]\nUser=root"}}, "llm_nccl_env"),
+    ({"llm_engine_args": {"chat_template": "x\nExecStartPre=/bin/sh -c id"}}, "llm_engine_args"),
+    ({"llm_engine_args": {"--max-num-seqs": 8}}, "llm_engine_args"),
+    ({"llm_served_model_name": "tiny%n"}, "llm_served_model_name"),
+    ({"llm_api_key": SECRET + "\nVLLM_X=1"}, "llm_api_key"),
+    ({"hf_token": HF_SECRET + " two"}, "hf_token"),
+    ({"llm_hf_endpoint": f"https://user:{HF_SECRET}@mirror.example"}, "llm_hf_endpoint"),
+    ({"llm_api_host": ""}, "llm_api_host"),
+    ({"llm_api_host": "0.0.0.0", "llm_api_public": True, "llm_api_key": "short"}, "llm_api_host"),
+    # Refused once the catalog entry is known (still on the controller).
+    ({"llm_vllm_version": "0.18.0"}, "llm_vllm_version"),
+    ({"llm_vllm_version": "0.40.0"}, "llm_vllm_version"),
+    ({"llm_vllm_version": "latest"}, "llm_vllm_version"),
+    ({"llm_max_model_len": 300}, "llm_max_model_len"),
 ]
 
 
@@ -71,14 +115,16 @@ BAD = [
 def test_bad_input_is_refused_before_any_host_is_contacted(
     tmp_path: Path, extra: dict[str, object], variable: str
 ) -> None:
-    result = _run(tmp_path, {"llm_api_key": SECRET, **extra})
+    before = _host_state()
+    result = _run(tmp_path, {"llm_api_key": SECRET, "hf_token": HF_SECRET, **extra})
     out = result.stdout + result.stderr
     assert result.returncode != 0, out[-3000:]
     assert "Traceback" not in out
-    assert f"{variable}=" in out and "is refused" in out, out[-3000:]
-    # Nothing ran on a host: the first host task is the preflight's probe.
+    assert f"{variable}=" in out and re.search(r" is refused( \(entries [^)]+\))?: ", out), out[-3000:]
+    # Nothing ran on a host: the first host task is the preflight's probe; nothing appeared or changed.
     assert "Read the host facts" not in out and "changed=0" in out
-    assert SECRET not in out
+    assert _host_state() == before
+    assert SECRET not in out and HF_SECRET not in out
 
 
 def test_several_bad_inputs_are_reported_together(tmp_path: Path) -> None:

@@ -1,0 +1,50 @@
+"""Filter plugin: maps filter names onto the pure functions of module_utils/deploy_inputs.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.llmdeploy.llm.plugins.module_utils.deploy_inputs import (
+    engine_problems,
+    input_problems,
+)
+
+DOCUMENTATION = r"""
+name: deploy_inputs
+short_description: The deploy playbooks' input contract, checked on the controller
+description:
+  - C(llm_deploy_input_problems) takes a mapping of the deploy variables set (every C(llm_*) name and
+    C(hf_token)) and returns one refusal per problem - "NAME=VALUE is refused - FIX" - naming the variable,
+    the value given (secrets masked) and what is accepted. Unknown C(llm_*) names are refused with the
+    closest known name; strict booleans, ranges, paths, names safe for systemd and the public-bind opt-in are
+    checked here.
+  - C(llm_deploy_engine_problems) checks the engine version against the catalog entry's
+    C(engine_min_version) and, on GPUs, the versions the memory planner models; and C(llm_max_model_len)
+    against the model's context limit unless C(llm_engine_env.VLLM_ALLOW_LONG_MAX_MODEL_LEN) is C("1").
+"""
+
+EXAMPLES = r"""
+- name: Refuse bad deploy inputs
+  ansible.builtin.fail:
+    msg: "{{ item }}"
+  loop: "{{ given | llmdeploy.llm.llm_deploy_input_problems }}"
+  vars:
+    given: "{{ dict(names | zip(query('ansible.builtin.vars', *names))) }}"
+    names: "{{ query('ansible.builtin.varnames', '^llm_') }}"
+"""
+
+
+def _engine(
+    model: dict[str, Any], device: str, version: Any, max_model_len: Any = None, engine_env: Any = None
+) -> list[str]:
+    return engine_problems(model, device, version, max_model_len, engine_env)
+
+
+class FilterModule:
+    """Map filter names to the functions above."""
+
+    def filters(self) -> dict[str, Any]:
+        return {
+            "llm_deploy_input_problems": input_problems,
+            "llm_deploy_engine_problems": _engine,
+        }
