@@ -80,6 +80,7 @@ DEPLOY_SET_PLAN_VARS = {
     "llm_plan_hardware": "llm_hardware_name",
     "llm_plan_vllm_version": "llm_vllm_version",
     "llm_plan_max_model_len": "llm_max_model_len",
+    "llm_plan_tensor_parallel_size": "llm_tensor_parallel_size",
     "llm_plan_fail_when_not_fits": "llm_deploy_plan_only",
     "llm_plan_allow_long_max_model_len": "llm_engine_env.VLLM_ALLOW_LONG_MAX_MODEL_LEN",
 }

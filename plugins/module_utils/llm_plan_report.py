@@ -6,6 +6,7 @@ only combines their results with the catalog's known issues and formats them. Pu
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -221,7 +222,7 @@ def llm_plan_layout(
         "pipeline_parallel_size": pp,
         "data_parallel_size": dp,
         "enable_expert_parallel": bool(choose("enable_expert_parallel", False)),
-        "decode_context_parallel_size": int(choose("decode_context_parallel_size", 1)),
+        "decode_context_parallel_size": _dcp_for(tp, given, rec),
         "gpu_memory_utilization": float(
             choose("gpu_memory_utilization", hardware.get("recommended_gpu_memory_utilization") or 0.9)
         ),
@@ -243,6 +244,14 @@ def llm_plan_layout(
     if not 0.0 < layout["gpu_memory_utilization"] <= 1.0:
         raise _fail(name, f"gpu_memory_utilization must be in (0, 1], got {layout['gpu_memory_utilization']}")
     return layout
+
+
+def _dcp_for(tp: int, given: Mapping[str, Any], rec: Mapping[str, Any]) -> int:
+    """DCP as given; else the recommendation's, reduced to a divisor of TP when TP was overridden."""
+    if "decode_context_parallel_size" in given:
+        return int(given["decode_context_parallel_size"])
+    recommended = _pick(rec, "decode_context_parallel_size")
+    return math.gcd(tp, int(recommended)) if recommended and tp >= 1 else 1
 
 
 def _row_key(row: Mapping[str, Any]) -> tuple[Any, ...]:

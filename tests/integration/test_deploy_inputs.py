@@ -32,12 +32,14 @@ def _host_state() -> list[tuple[str, float | None]]:
     return [(str(p), p.stat().st_mtime if p.exists() else None) for p in HOST_PATHS]
 
 
-def _run(tmp_path: Path, extra: dict[str, object]) -> subprocess.CompletedProcess[str]:
+def _run(
+    tmp_path: Path, extra: dict[str, object], playbook: Path = PLAYBOOK
+) -> subprocess.CompletedProcess[str]:
     vars_file = tmp_path / "vars.json"
     vars_file.write_text(json.dumps(extra))
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     return subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), str(PLAYBOOK), "-e", f"@{vars_file}"],
+        [str(Path(sys.executable).parent / "ansible-playbook"), str(playbook), "-e", f"@{vars_file}"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -125,6 +127,18 @@ def test_bad_input_is_refused_before_any_host_is_contacted(
     assert "Read the host facts" not in out and "changed=0" in out
     assert _host_state() == before
     assert SECRET not in out and HF_SECRET not in out
+
+
+@pytest.mark.parametrize("tp", [2, 3, 16])
+def test_a_layout_that_cannot_serve_kimi_names_the_deploy_input(tmp_path: Path, tp: int) -> None:
+    """Too few GPUs for the weights, TP not dividing the heads, more GPUs than the profile has: each is
+    refused on the controller naming llm_tensor_parallel_size, not the planner role's variables."""
+    before = _host_state()
+    result = _run(tmp_path, {"llm_tensor_parallel_size": tp}, ROOT / "playbooks" / "deploy_kimi.yml")
+    out = result.stdout + result.stderr
+    assert result.returncode != 0 and "Traceback" not in out
+    assert "llm_tensor_parallel_size" in out and "llm_plan_tensor_parallel_size" not in out, out[-3000:]
+    assert "Read the host facts" not in out and _host_state() == before
 
 
 def test_several_bad_inputs_are_reported_together(tmp_path: Path) -> None:
