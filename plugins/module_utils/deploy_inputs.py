@@ -89,7 +89,7 @@ INTERNAL = frozenset(
     {"llm_model", "llm_hardware", "llm_plan_result", "llm_cpu_plan", "llm_cpu_plan_lines", "llm_plan_report"}
 )
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$")
+_SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/@+-]*[A-Za-z0-9._@+-]$")
 _HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9-]{1,63})*$")
 
 
@@ -120,6 +120,11 @@ def truthy(value: Any) -> bool:
 
 def _is_text(value: Any, pattern: str) -> bool:
     return isinstance(value, str) and re.fullmatch(pattern, value) is not None
+
+
+def is_own_dir(value: Any) -> bool:
+    """An absolute path of safe characters that is not / or a system directory, without . or .. parts."""
+    return _is_own_dir(value)
 
 
 def _is_own_dir(value: Any) -> bool:

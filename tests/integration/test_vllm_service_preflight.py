@@ -80,6 +80,11 @@ def _run(tmp_path: Path, extra: dict[str, object]) -> subprocess.CompletedProces
         ({"vllm_service_name": "../../etc/cron.d/x"}, "vllm_service_name="),
         ({"vllm_service_user": "vllm\nUser=root"}, "vllm_service_user="),
         ({"vllm_service_config_dir": "/etc/vllm dir"}, "vllm_service_config_dir="),
+        # Directories the role would create, chown to the service user and leave writable in the sandbox.
+        ({"vllm_service_home": "/"}, "vllm_service_home="),
+        ({"vllm_service_cache_dir": "/var/lib"}, "vllm_service_cache_dir="),
+        ({"vllm_service_config_dir": "/etc"}, "vllm_service_config_dir="),
+        ({"vllm_service_read_write_paths": ["/srv/a b"]}, "vllm_service_read_write_paths="),
     ],
 )
 def test_bad_input_is_refused_with_the_variable_named(

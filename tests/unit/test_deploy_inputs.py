@@ -151,3 +151,23 @@ def test_every_llm_variable_of_the_bundled_inventories_is_an_input():
         data = yaml.safe_load(path.read_text()) or {}
         names |= {k for k in data if isinstance(k, str) and k.startswith("llm_")}
     assert names and [n for n in sorted(names) if n not in di.INPUTS] == []
+
+
+@pytest.mark.parametrize(
+    ("path", "ok"),
+    [
+        ("/var/lib/llm/models", True),
+        ("/srv/models/m@main", True),
+        ("/", False),
+        ("/usr/local/", False),
+        ("/var/lib", False),
+        ("/opt", False),
+        ("/srv/m/../../etc", False),
+        ("/srv/./m", False),
+        ("relative", False),
+        ("/srv/with space", False),
+        (None, False),
+    ],
+)
+def test_own_dir(path, ok):
+    assert di.is_own_dir(path) is ok
