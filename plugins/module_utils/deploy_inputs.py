@@ -258,7 +258,12 @@ INPUTS: dict[str, Input] = {
         _is_host,
         "an IP address or host name to bind; 127.0.0.1 (the default) keeps the API on this host",
     ),
-    "llm_api_port": Input(8000, lambda v: _is_int(v, 1, 65535), "a TCP port in 1-65535"),
+    "llm_api_port": Input(
+        8000,
+        lambda v: _is_int(v, 1024, 65535),
+        "a TCP port in 1024-65535 (the service runs as an unprivileged user without capabilities, so it "
+        "cannot bind ports below 1024; put a reverse proxy there)",
+    ),
     "llm_api_key": Input(
         "",
         _is_secret,

@@ -65,6 +65,7 @@ BAD = [
     ({"llm_api_host": "0.0.0.0", "llm_api_public": "yes please"}, "llm_api_host"),
     ({"llm_api_port": 70000}, "llm_api_port"),
     ({"llm_api_port": "http"}, "llm_api_port"),
+    ({"llm_api_port": 80}, "llm_api_port"),
     ({"llm_served_model_name": "m\n[Service]\nExecStartPre=/bin/sh -c id"}, "llm_served_model_name"),
     ({"llm_served_model_name": "a b"}, "llm_served_model_name"),
     ({"llm_service_user": "root"}, "llm_service_user"),

@@ -85,6 +85,9 @@ def _run(tmp_path: Path, extra: dict[str, object]) -> subprocess.CompletedProces
         ({"vllm_service_cache_dir": "/var/lib"}, "vllm_service_cache_dir="),
         ({"vllm_service_config_dir": "/etc"}, "vllm_service_config_dir="),
         ({"vllm_service_read_write_paths": ["/srv/a b"]}, "vllm_service_read_write_paths="),
+        # A network bind without an API key needs its own opt-in.
+        ({"vllm_service_host": "0.0.0.0"}, "vllm_service_host="),
+        ({"vllm_service_host": "10.1.2.3", "vllm_service_api_key": ""}, "vllm_service_allow_unauthenticated"),
     ],
 )
 def test_bad_input_is_refused_with_the_variable_named(
@@ -94,6 +97,19 @@ def test_bad_input_is_refused_with_the_variable_named(
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
     assert expected in " ".join(output.split()), output
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"vllm_service_host": "0.0.0.0", "vllm_service_api_key": "sk-role-key-4d2a"},
+        {"vllm_service_host": "0.0.0.0", "vllm_service_allow_unauthenticated": True},
+        {"vllm_service_host": "::1"},
+    ],
+)
+def test_network_bind_with_a_key_or_the_opt_in_passes(tmp_path: Path, extra: dict[str, object]) -> None:
+    result = _run(tmp_path, extra)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_good_input_passes_preflight(tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ def test_good_inputs_pass():
         ("llm_deploy_plan_only", 2),
         ("llm_api_port", 0),
         ("llm_api_port", 65536),
+        ("llm_api_port", 443),
         ("llm_api_port", True),
         ("llm_tensor_parallel_size", 1.5),
         ("llm_max_model_len", "65536 tokens"),
