@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Ansible module: wait until a vLLM systemd service answers a real request, or fail fast with its journal."""
+"""Ansible module: wait until a vLLM service answers a real request, or fail fast with its log tail."""
 
 from __future__ import annotations
 
@@ -18,15 +18,30 @@ description:
   - Polls C(/health) until 200, then C(/v1/models) until it lists the model, then sends one chat completion
     and requires generated tokens. A C(/health) of 200 alone is not enough (vLLM's CPU backend has answered
     it while every request failed).
-  - Watches the systemd unit between polls; fails at once, with the unit's journal tail, when it stops,
-    fails, or restarts (its engine died) during the wait.
+  - Watches the service between polls (the systemd unit, or the supervisord program); fails at once, with
+    the journal or log file tail, when it stops, fails, or restarts (its engine died) during the wait.
 options:
+  manager:
+    description: What runs the service.
+    type: str
+    choices: [systemd, supervisord]
+    default: systemd
+  supervisorctl:
+    description: supervisorctl to ask (O(manager=supervisord)).
+    type: path
+    default: supervisorctl
+  supervisor_config:
+    description: supervisord configuration file that supervisorctl reads (O(manager=supervisord)).
+    type: path
+  log_file:
+    description: The program's log file, whose tail a failure shows (O(manager=supervisord)).
+    type: path
   url:
     description: Base URL of the server, e.g. C(http://127.0.0.1:8000).
     type: str
     required: true
   unit:
-    description: systemd unit to watch and whose journal to print on failure.
+    description: systemd unit (or supervisord program name) to watch and whose log to print on failure.
     type: str
     required: true
   timeout:
@@ -94,16 +109,19 @@ usage:
   type: dict
   returned: success
 main_pid:
-  description: MainPID of the unit at the end of the wait.
+  description: MainPID of the unit (the program's pid under supervisord) at the end of the wait.
   type: int
   returned: always
 n_restarts:
-  description: NRestarts of the unit at the end of the wait.
+  description: >-
+    NRestarts of the unit at the end of the wait; under supervisord, the restarts seen during the wait.
   type: int
   returned: always
 """
 
 _DEAD_STATES = frozenset({"failed", "inactive", "deactivating"})
+# supervisord process states that mean the program is not (or no longer) running.
+_SUPERVISOR_DEAD = {"STOPPED": "inactive", "EXITED": "failed", "FATAL": "failed", "STOPPING": "deactivating"}
 
 
 def unit_state(module: AnsibleModule, unit: str) -> dict[str, str]:
@@ -114,9 +132,66 @@ def unit_state(module: AnsibleModule, unit: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
 
+def supervisor_state(line: str) -> dict[str, str]:
+    """`supervisorctl status NAME` output -> the unit_state keys (MainPID, ActiveState, SubState, Result)."""
+    words = line.split()
+    state = words[1] if len(words) > 1 else "UNKNOWN"
+    pid = ""
+    if "pid" in words:
+        pid = words[words.index("pid") + 1].rstrip(",")
+    active = _SUPERVISOR_DEAD.get(state, "active")
+    sub = "auto-restart" if state == "BACKOFF" else state.lower()
+    return {"ActiveState": active, "SubState": sub, "MainPID": pid or "0", "Result": state}
+
+
 def journal_tail(module: AnsibleModule, unit: str, lines: int) -> str:
     _rc, out, err = module.run_command(["journalctl", "-u", unit, "-n", str(lines), "--no-pager"])
     return out or err
+
+
+def file_tail(path: str, lines: int) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            fh.seek(max(0, fh.tell() - 256 * lines))
+            return b"\n".join(fh.read().splitlines()[-lines:]).decode(errors="replace")
+    except OSError as exc:
+        return f"(cannot read {path}: {exc.strerror})"
+
+
+class Service:
+    """The service as its manager reports it: state (unit_state's keys) and the log tail."""
+
+    def __init__(self, module: AnsibleModule) -> None:
+        self.module = module
+        self.p = module.params
+        self.pids: list[str] = []
+
+    @property
+    def log_name(self) -> str:
+        if self.p["manager"] == "systemd":
+            return f"journalctl -u {self.p['unit']} -n {self.p['journal_lines']}"
+        return f"tail -n {self.p['journal_lines']} {self.p['log_file']}"
+
+    def state(self) -> dict[str, str]:
+        if self.p["manager"] == "systemd":
+            return unit_state(self.module, self.p["unit"])
+        cmd = [self.p["supervisorctl"], "-c", self.p["supervisor_config"], "status", self.p["unit"]]
+        _rc, out, err = self.module.run_command(cmd)  # rc 3 means "not running", still a status line
+        lines = [line for line in out.splitlines() if line.split()[:1] == [self.p["unit"]]]
+        if not lines:
+            self.module.fail_json(msg=f"{' '.join(cmd)} gave no status: {(out or err).strip()[:500]}")
+        state = supervisor_state(lines[0])
+        # supervisord keeps no restart count: count the pids seen while waiting.
+        if state["MainPID"] != "0" and state["MainPID"] not in self.pids:
+            self.pids.append(state["MainPID"])
+        state["NRestarts"] = str(max(0, len(self.pids) - 1))
+        return state
+
+    def tail(self) -> str:
+        if self.p["manager"] == "systemd":
+            return journal_tail(self.module, self.p["unit"], self.p["journal_lines"])
+        return file_tail(self.p["log_file"], self.p["journal_lines"])
 
 
 def http(url: str, api_key: str, body: dict[str, Any] | None = None, timeout: float = 30) -> tuple[int, str]:
@@ -142,15 +217,16 @@ class Waiter:
         self.p = module.params
         self.url = self.p["url"].rstrip("/")
         self.start = time.monotonic()
-        self.first = unit_state(module, self.p["unit"])
+        self.service = Service(module)
+        self.first = self.service.state()
         self.health_after: float | None = None
         self.last = "no answer yet"
 
     def fail(self, why: str, state: dict[str, str]) -> None:
-        tail = journal_tail(self.module, self.p["unit"], self.p["journal_lines"])
+        tail = self.service.tail()
         self.module.fail_json(
             msg=f"{self.p['unit']}: {why}. Last answer: {self.last[:500]}\n"
-            f"--- journalctl -u {self.p['unit']} -n {self.p['journal_lines']} ---\n{tail}",
+            f"--- {self.service.log_name} ---\n{tail}",
             elapsed=round(time.monotonic() - self.start, 1),
             main_pid=int(state.get("MainPID", "0") or 0),
             n_restarts=int(state.get("NRestarts", "0") or 0),
@@ -158,7 +234,7 @@ class Waiter:
         )
 
     def check_unit(self) -> dict[str, str]:
-        state = unit_state(self.module, self.p["unit"])
+        state = self.service.state()
         active = state.get("ActiveState", "")
         if active in _DEAD_STATES:
             self.fail(f"the unit is {active} ({state.get('Result', '?')}) during the wait", state)
@@ -232,6 +308,10 @@ def main() -> None:
         argument_spec={
             "url": {"type": "str", "required": True},
             "unit": {"type": "str", "required": True},
+            "manager": {"type": "str", "choices": ["systemd", "supervisord"], "default": "systemd"},
+            "supervisorctl": {"type": "path", "default": "supervisorctl"},
+            "supervisor_config": {"type": "path"},
+            "log_file": {"type": "path"},
             "timeout": {"type": "int", "default": 1800},
             "interval": {"type": "int", "default": 5},
             "api_key": {"type": "str", "default": "", "no_log": True},
@@ -242,6 +322,7 @@ def main() -> None:
             "fail_on_restart": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
+        required_if=[("manager", "supervisord", ("supervisor_config", "log_file"))],
     )
     Waiter(module).run()
 
