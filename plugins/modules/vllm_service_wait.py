@@ -249,6 +249,10 @@ class Waiter:
     def model_id(self) -> str | None:
         status, text = http(f"{self.url}/v1/models", self.p["api_key"])
         self.last = f"/v1/models {status}: {text}"
+        if status in (401, 403):
+            # Waiting longer cannot help: the server runs and refuses the key it was given (or its absence).
+            why = f"/v1/models answered {status}: the API key does not match the server's"
+            self.fail(why, self.check_unit())
         if status != 200:
             return None
         ids = [m.get("id") for m in json.loads(text).get("data", [])]
