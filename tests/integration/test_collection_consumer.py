@@ -52,7 +52,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_installed_collection_is_plain_files(project: Path) -> None:
     installed = project / "collections" / "ansible_collections" / "llmdeploy" / "llm"
     manifest = json.loads((installed / "MANIFEST.json").read_text())
-    assert manifest["collection_info"]["dependencies"] == {"ansible.posix": ">=1.5.0"}
+    dependencies = {"ansible.posix": ">=1.5.0", "community.general": ">=9.0.0"}
+    assert manifest["collection_info"]["dependencies"] == dependencies
     assert [p for p in installed.rglob("*") if p.is_symlink()] == []
     for role in (ROOT / "roles").iterdir():
         assert (installed / "roles" / role.name / "meta" / "argument_specs.yml").is_file(), role.name
