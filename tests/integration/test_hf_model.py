@@ -321,3 +321,38 @@ def test_token_reaches_the_host_only_as_a_private_file(hub: Hub, tmp_path: Path)
     # Without a token the stored one is removed.
     check(run_playbook(PLAY, {**v, "hf_model_token": ""}))
     assert not token_file.exists()
+
+
+def test_weights_already_on_the_host_are_checked_in_place(hub: Hub, tmp_path: Path) -> None:
+    # A pre-copied folder (no hub at all: the endpoint is a closed port) is served where it is.
+    src = tmp_path / "shared" / "acme--local"
+    for name, content in safetensors_model(tmp_path / "build").items():
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_bytes(content.read_bytes() if isinstance(content, Path) else content)
+    v = role_vars(
+        hub,
+        tmp_path,
+        "acme/local",
+        "main",
+        hf_model_source_dir=str(src),
+        hf_model_endpoint="http://127.0.0.1:9",
+    )
+    before = snapshot(src)
+    first = run_playbook(PLAY, v)
+    check(first)
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["dir"] == str(src) and result["source"] == "local" and result["downloaded"] is False
+    assert int(result["files"]) == len(before)
+    assert snapshot(src) == before and not (src / ".hf_model").exists()
+    assert not Path(str(v["hf_model_local_dir"])).exists()
+    assert "checked in place" in first.stdout
+    assert check(run_playbook(PLAY, v))["changed"] == 0
+
+    # A shard cut short by an interrupted copy is refused, naming the variable and the file.
+    shard = sorted(src.glob("*.safetensors"))[1]
+    shard.write_bytes(shard.read_bytes()[:-100])
+    bad = run_playbook(PLAY, v)
+    assert bad.returncode != 0
+    text = " ".join(bad.stdout.split())
+    assert f"hf_model_source_dir={src} on localhost is not a usable model" in text, text[-3000:]
+    assert f"{shard.name}: " in text and "truncated or padded" in text

