@@ -10,6 +10,7 @@ from ansible_collections.llmdeploy.llm.plugins.module_utils.ml_env_install impor
     ml_env_unpinned,
     ml_env_uv_bootstrap_argv,
     ml_env_venv_argv,
+    ml_env_wheel_pins,
 )
 
 DOCUMENTATION = r"""
@@ -21,6 +22,7 @@ description:
   - C(ml_env_install_argv) - argv installing a requirements (and constraints) file.
   - C(ml_env_uninstall_argv) - argv removing packages from a venv.
   - C(ml_env_uv_bootstrap_argv) - argv installing uv with the host's pip into a private folder.
+  - C(ml_env_wheel_pins) - name==version of every wheel file name (an exact wheelhouse install).
   - Package sources come from one dict (C(index_url), C(extra_index_urls), C(find_links), C(wheelhouse),
     C(cache_dir), C(extra_args)); a wheelhouse means C(--no-index) and nothing comes from a network index.
 """
@@ -36,6 +38,7 @@ class FilterModule:
         return {
             "ml_env_unpinned": ml_env_unpinned,
             "ml_env_venv_argv": ml_env_venv_argv,
+            "ml_env_wheel_pins": ml_env_wheel_pins,
             "ml_env_install_argv": ml_env_install_argv,
             "ml_env_uninstall_argv": ml_env_uninstall_argv,
             "ml_env_uv_bootstrap_argv": ml_env_uv_bootstrap_argv,

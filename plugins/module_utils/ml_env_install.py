@@ -25,6 +25,40 @@ def ml_env_unpinned(specs: Any) -> list[str]:
     return [str(s) for s in specs if not (_PINNED_RE.match(str(s).strip()) or _URL_RE.match(str(s).strip()))]
 
 
+_WHEEL_RE = re.compile(
+    r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._]*)-(?P<version>[A-Za-z0-9.+!_]+)(?:-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$"
+)
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def ml_env_wheel_pins(filenames: Any, keep: Any = ()) -> list[str]:
+    """name==version for every wheel file name (one per project, sorted), leaving out projects named in
+    ``keep`` (requirement specs the package set already pins). A name that is not a wheel, or two wheels of
+    one project, is an error: an exact install must know which file it takes."""
+    name = "ml_env_wheel_pins"
+    if isinstance(filenames, str) or not isinstance(filenames, Iterable):
+        raise AnsibleFilterError(f"{name}: expected a list of wheel file names, got {filenames!r}")
+    skip = {_canonical(re.split(r"[\s=<>!~;@\[]", str(spec).strip(), maxsplit=1)[0]) for spec in keep or ()}
+    pins: dict[str, str] = {}
+    for raw in filenames:
+        base = str(raw).rsplit("/", 1)[-1]
+        match = _WHEEL_RE.match(base)
+        if not match:
+            raise AnsibleFilterError(
+                f"{name}: {base!r} is not a wheel file name (name-version-py-abi-platform.whl)"
+            )
+        project, version = _canonical(match["name"]), match["version"]
+        if project in pins and pins[project] != version:
+            raise AnsibleFilterError(
+                f"{name}: two wheels of {project} ({pins[project]} and {version}); keep one in the wheelhouse"
+            )
+        pins[project] = version
+    return [f"{p}=={v}" for p, v in sorted(pins.items()) if p not in skip]
+
+
 def _installer(name: str, installer: Any) -> str:
     if installer not in INSTALLERS:
         raise AnsibleFilterError(f"{name}: installer must be one of {INSTALLERS}, got {installer!r}")
@@ -65,11 +99,15 @@ def _source_args(name: str, sources: Any, tool_args: bool = True) -> list[str]:
     return args + _list(name, "extra_args", sources.get("extra_args"))
 
 
-def ml_env_venv_argv(installer: Any, uv: str, interpreter: str, path: str) -> list[str]:
-    """uv creates the venv itself (no python3-venv needed); pip needs the interpreter's venv module."""
+def ml_env_venv_argv(
+    installer: Any, uv: str, interpreter: str, path: str, base_pip: bool = False
+) -> list[str]:
+    """uv creates the venv itself (no python3-venv needed); pip needs the interpreter's venv module. With
+    ``base_pip`` the venv gets no pip of its own: a base environment's pip, seen through the .pth file,
+    installs into it (and the interpreter needs no ensurepip, which Debian and Ubuntu ship separately)."""
     if _installer("ml_env_venv_argv", installer) == "uv":
         return [uv, "venv", "--quiet", "--python", interpreter, path]
-    return [interpreter, "-m", "venv", path]
+    return [interpreter, "-m", "venv", *(["--without-pip"] if base_pip else []), path]
 
 
 def ml_env_install_argv(  # noqa: PLR0917 - Jinja passes filter arguments by position

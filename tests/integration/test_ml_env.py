@@ -367,9 +367,7 @@ def torch_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not list(TORCH_WHEELS.glob("torch-2.13.0+cpu-*.whl")):
         pytest.skip(f"no torch 2.13.0+cpu wheel in {TORCH_WHEELS}")
     base = tmp_path_factory.mktemp("base") / "venv"
-    subprocess.run(
-        [shutil.which("python3.11") or sys.executable, "-m", "venv", "--without-pip", str(base)], check=True
-    )
+    subprocess.run([shutil.which("python3.11") or sys.executable, "-m", "venv", str(base)], check=True)
     subprocess.run(
         [str(UV), "pip", "install", "--quiet", "--python", str(base / "bin/python"),
          "--find-links", str(TORCH_WHEELS), "--cache-dir", str(UV_CACHE), "torch==2.13.0+cpu", "six==1.17.0"],
@@ -415,10 +413,29 @@ def test_base_environment_torch_is_reused_offline(tmp_path: Path, torch_base: Pa
     assert again.rc == 0, again.failure()
     assert again.changed == 0
 
+    # An exact wheelhouse (pre-resolved, as for the GPU image): every wheel pinned, installed --no-deps.
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
+         "--dest", str(wheelhouse), "pytz==2025.2"],
+        check=True,
+    )  # fmt: skip
+    exact = run_role(
+        tmp_path, variables | {"ml_env_wheelhouse_exact": True, "ml_env_extra_packages": []}, env=NO_NETWORK
+    )
+    assert exact.rc == 0, exact.failure()
+    requirements = (env_path / "llmdeploy-requirements.txt").read_text()
+    assert "python-dateutil==2.9.0.post0" in requirements and "pytz==2025.2" in requirements
+    assert python_of(env_path, "import pytz, dateutil; print(pytz.__version__)") == "2025.2"
+    assert not (site / "six.py").exists()
+
 
 @pytest.mark.parametrize(
     ("over", "expected"),
     [
+        (
+            {"ml_env_wheelhouse_exact": True},
+            "ml_env_wheelhouse_exact=true installs the wheels of ml_env_wheelhouse",
+        ),
         # vLLM 0.22.0 is built for torch 2.11.0; the base holds 2.13.0.
         ({"ml_env_engine": "vllm", "ml_env_engine_version": "0.22.0"}, "requires torch 2.11.0"),
         ({"ml_env_installer": "uv"}, "needs ml_env_installer: pip"),
@@ -427,6 +444,7 @@ def test_base_environment_torch_is_reused_offline(tmp_path: Path, torch_base: Pa
             "/nonexistent/bin/python3 does not run",
         ),
         ({"ml_env_python_interpreter": "OTHER_MINOR"}, "only load in the same minor version"),
+        ({"ml_env_base_python": "NO_PIP"}, "has no pip"),
     ],
 )
 def test_base_environment_refusals(
@@ -437,6 +455,10 @@ def test_base_environment_refusals(
         if not other:
             pytest.skip("no interpreter of another minor version than 3.11 on this machine")
         over = {"ml_env_python_interpreter": other}
+    if over.get("ml_env_base_python") == "NO_PIP":
+        bare = tmp_path / "bare-venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+        over = {"ml_env_base_python": str(bare / "bin/python"), "ml_env_python_interpreter": sys.executable}
     variables = (
         small_env(tmp_path, ml_env_installer="pip", ml_env_base_python=str(torch_base / "bin/python")) | over
     )

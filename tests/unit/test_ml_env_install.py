@@ -139,3 +139,30 @@ def test_uv_bootstrap_into_a_venv_has_no_target() -> None:
         "/r/.tools/uv-0.13.9/bin/python", "-m", "pip", "install", "--disable-pip-version-check", "--no-deps",
         "uv==0.13.9",
     ]  # fmt: skip
+
+
+def test_wheel_pins_one_per_project_minus_the_pinned_ones() -> None:
+    names = [
+        "/w/vllm-0.22.0-cp38-abi3-manylinux_2_28_x86_64.whl",
+        "/w/Pydantic_Core-2.50.5-cp312-cp312-manylinux2014_x86_64.whl",
+        "/w/partial_json_parser-0.2.1.1.post7-py3-none-any.whl",
+        "/w/fastsafetensors-0.5.0-1-cp312-cp312-manylinux_2_28_x86_64.whl",
+    ]
+    assert mi.ml_env_wheel_pins(names, ["vllm==0.22.0"]) == [
+        "fastsafetensors==0.5.0",
+        "partial-json-parser==0.2.1.1.post7",
+        "pydantic-core==2.50.5",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        (["six-1.16.0-py2.py3-none-any.whl", "six-1.17.0-py2.py3-none-any.whl"], "two wheels of six"),
+        (["six-1.17.0.tar.gz"], "is not a wheel file name"),
+        ("six-1.17.0-py2.py3-none-any.whl", "expected a list"),
+    ],
+)
+def test_wheel_pins_refuse_ambiguous_or_foreign_files(names: object, message: str) -> None:
+    with pytest.raises(AnsibleFilterError, match=message):
+        mi.ml_env_wheel_pins(names)

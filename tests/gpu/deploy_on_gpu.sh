@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The deploy playbooks on the lent one-GPU machine (device kind nvidia-h200), run from the repository root
+# there with tests/gpu/inventory.yml (connection local). See tests/gpu/README.md for the staging calls.
+# Steps (arguments, in order):
+#   setup   Ansible from .stage/gpu-tools, the vLLM wheelhouse assembled in /tmp/st/w, the two models built
+#   chat    deploy_tiny.yml: the trained tiny chat model (gate, tool call and reasoning checks)
+#   again   the same deploy again (must report changed=0)
+#   dsv3    deploy_model.yml with tiny_dsv3 (MLA + MoE, the DeepSeek-V3/Kimi code path), replacing the chat model
+#   collect the logs, reports and engine log into $OUT/gpu_deploy.tgz
+set -uo pipefail
+OUT=${OUT:-/tmp/gpu_deploy_out}
+SRC=/srv/llm-src
+mkdir -p "$OUT"
+export PYTHONPATH=/tmp/ans ANSIBLE_CONFIG="$PWD/ansible.cfg" ANSIBLE_HOME=/tmp/ans-home ANSIBLE_FORCE_COLOR=0 \
+  ANSIBLE_COLLECTIONS_PATH="$PWD/.collections:/tmp/ans-col" PYTHONUNBUFFERED=1
+playbook() { python3 -c 'import sys; from ansible.cli.playbook import main; sys.argv[0] = "ansible-playbook"; main()' "$@"; }
+deploy() {
+  local name=$1; shift
+  echo "=== $name: ansible-playbook -i tests/gpu/inventory.yml $*"
+  local start=$SECONDS
+  playbook -i tests/gpu/inventory.yml "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  echo "rc=$rc wall=$((SECONDS - start))s"
+  grep -A1 'PLAY RECAP' "$OUT/$name.log" | tail -1
+  grep -E 'serve_verify (PASSED|FAILED)|FAILED!|fatal:' "$OUT/$name.log" | head -5
+  return $rc
+}
+
+for step in "$@"; do
+  case $step in
+    setup)
+      python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/ans .stage/gpu-tools/wheels/*.whl || exit 1
+      mkdir -p /tmp/ans-col /tmp/gpu-tools && tar xzf .stage/gpu-tools/collections.tgz -C /tmp/ans-col
+      cp -r .stage/gpu-tools/wheels /tmp/gpu-tools/
+      mkdir -p .collections/ansible_collections/llmdeploy && ln -sfn "$PWD" .collections/ansible_collections/llmdeploy/llm
+      [ -f .stage/vllm/sha256 ] && cp .stage/vllm/sha256 /tmp/st/
+      if [ ! -d /tmp/st/w ]; then
+        (cd /tmp/st && cat piece.* > w.tar && echo "$(cat sha256)  w.tar" | sha256sum -c - && tar xf w.tar && rm w.tar piece.*) || exit 1
+      fi
+      echo "wheelhouse: $(ls /tmp/st/w | wc -l) wheels"
+      nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+      mkdir -p "$SRC"
+      start=$SECONDS
+      python3 tests/models/train_tiny_chat.py "$SRC/tiny-chat" --max-seconds 300 | tail -1 || exit 1
+      python3 tests/gpu/make_tiny_models.py "$SRC" dsv3_mla || exit 1
+      du -sb "$SRC"/* | tee "$OUT/model_sizes.txt"
+      chmod -R a+rX "$SRC"
+      echo "models built in $((SECONDS - start))s" ;;
+    chat)
+      deploy chat playbooks/deploy_tiny.yml -e hf_model_source_dir="$SRC/tiny-chat" ;;
+    again)
+      deploy again playbooks/deploy_tiny.yml -e hf_model_source_dir="$SRC/tiny-chat" ;;
+    dsv3)
+      deploy dsv3 playbooks/deploy_model.yml -e llm_model_name=tiny_dsv3 -e hf_model_source_dir="$SRC/dsv3_mla" \
+        -e '{"llm_engine_args": {"moe-backend": "triton"}}' ;;
+    collect)
+      cp /var/log/vllm/vllm.log "$OUT/engine.log" 2>/dev/null
+      # Reports, the rendered service files (no secrets in this run) and supervisord's own log.
+      tar czf "$OUT/gpu_deploy.tgz" reports /etc/vllm /var/log/vllm 2>/dev/null
+      ls -la "$OUT" ;;
+  esac
+done
