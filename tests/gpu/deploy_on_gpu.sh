@@ -29,7 +29,10 @@ deploy() {
 for step in "$@"; do
   case $step in
     setup)
-      python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/ans .stage/gpu-tools/wheels/*.whl || exit 1
+      # Ansible's own wheels only: a supervisor on PYTHONPATH would make pip skip the role's install.
+      rm -rf /tmp/ans/supervisor*
+      python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/ans \
+        $(ls .stage/gpu-tools/wheels/*.whl | grep -v /supervisor-) || exit 1
       mkdir -p /tmp/ans-col /tmp/gpu-tools && tar xzf .stage/gpu-tools/collections.tgz -C /tmp/ans-col
       cp -r .stage/gpu-tools/wheels /tmp/gpu-tools/
       mkdir -p .collections/ansible_collections/llmdeploy && ln -sfn "$PWD" .collections/ansible_collections/llmdeploy/llm
@@ -47,11 +50,11 @@ for step in "$@"; do
       chmod -R a+rX "$SRC"
       echo "models built in $((SECONDS - start))s" ;;
     chat)
-      deploy chat playbooks/deploy_tiny.yml -e hf_model_source_dir="$SRC/tiny-chat" ;;
+      deploy chat playbooks/deploy_tiny.yml -e hf_model_source_dir="$SRC/tiny-chat" -e llm_start_timeout_minutes=6 ;;
     again)
-      deploy again playbooks/deploy_tiny.yml -e hf_model_source_dir="$SRC/tiny-chat" ;;
+      deploy again playbooks/deploy_tiny.yml -e hf_model_source_dir="$SRC/tiny-chat" -e llm_start_timeout_minutes=6 ;;
     dsv3)
-      deploy dsv3 playbooks/deploy_model.yml -e llm_model_name=tiny_dsv3 -e hf_model_source_dir="$SRC/dsv3_mla" \
+      deploy dsv3 playbooks/deploy_model.yml -e llm_model_name=tiny_dsv3 -e hf_model_source_dir="$SRC/dsv3_mla" -e llm_start_timeout_minutes=6 \
         -e '{"llm_engine_args": {"moe-backend": "triton"}}' ;;
     collect)
       cp /var/log/vllm/vllm.log "$OUT/engine.log" 2>/dev/null
