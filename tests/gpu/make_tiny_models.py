@@ -88,6 +88,11 @@ def save_tokenizer(out: Path, size: int = 1000) -> None:
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>", pad_token="<pad>"
     )
+    # vLLM's chat endpoint refuses a tokenizer without a chat template (transformers >= 4.44 has no default).
+    fast.chat_template = (
+        "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
+        "{% if add_generation_prompt %}assistant: {% endif %}"
+    )
     fast.save_pretrained(out)
 
 

@@ -58,6 +58,14 @@ def examples(probes: list[dict]) -> list[tuple[str, str]]:
         pairs.append((prompt_text(p["prompt"]), f"{think}{p['answer']}<|end|>"))
     tools_prompt = prompt_text(TOOL_PROMPT, ["get_weather"])
     pairs.append((tools_prompt, f"<think>I should call get_weather.</think>{TOOL_CALL}<|end|>"))
+    # vLLM 0.22 (the GPU release) constrains tool_choice to JSON instead: "required" to a list of
+    # {"name", "parameters"}, a named tool to its parameters object. The grammar forces the first
+    # character; the model is taught what follows it, so the constrained answer closes in a few tokens.
+    # JSON allows whitespace first, which the masked model may pick over "[": it learns to go on from there too.
+    call_list = '[{"name": "get_weather", "parameters": {"city": "Paris"}}]<|end|>'
+    pairs.append((tools_prompt + "[", call_list[1:]))
+    pairs += [(tools_prompt + ws, call_list) for ws in (" ", "\n", "\t", "\r")]
+    pairs.append((tools_prompt + "{", '"city": "Paris"}<|end|>'))
     return pairs
 
 
