@@ -61,7 +61,7 @@ def examples(probes: list[dict]) -> list[tuple[str, str]]:
     # vLLM 0.22 (the GPU release) constrains tool_choice to JSON instead: "required" to a list of
     # {"name", "parameters"}, a named tool to its parameters object. The grammar forces the first
     # character; the model is taught what follows it, so the constrained answer closes in a few tokens.
-    # JSON allows whitespace first, which the masked model may pick over "[": it learns to go on from there too.
+    # JSON allows whitespace first, which the masked model may pick over "[": taught to go on from there.
     call_list = '[{"name": "get_weather", "parameters": {"city": "Paris"}}]<|end|>'
     pairs.append((tools_prompt + "[", call_list[1:]))
     pairs += [(tools_prompt + ws, call_list) for ws in (" ", "\n", "\t", "\r")]
