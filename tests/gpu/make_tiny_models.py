@@ -107,7 +107,8 @@ def build(name: str, root: Path) -> Path:
     saved = json.loads(path.read_text())
     saved.update(CONFIG_EXTRAS.get(name, {}))
     path.write_text(json.dumps(saved, indent=2) + "\n")
-    save_tokenizer(out)
+    # One token per embedding row: a random model picks any id, and each must decode to text.
+    save_tokenizer(out, cfg.vocab_size)
     params = sum(p.numel() for p in model.parameters())
     print(f"{name}: {params / 1e6:.1f}M parameters -> {out}", flush=True)
     return out
