@@ -72,9 +72,7 @@ class _Client:
         except urllib.error.HTTPError as exc:
             return exc.code, dict(exc.headers or {}), exc.read() if method == "GET" else b""
         except (urllib.error.URLError, OSError) as exc:
-            raise HubError(
-                f"cannot reach the hub at {self.endpoint} (--hf-endpoint / HF_ENDPOINT): {exc}"
-            ) from exc
+            raise HubError(f"cannot reach the hub at {self.endpoint}: {exc}") from exc
 
     def json(self, path: str) -> tuple[int, Any]:
         status, _, body = self.request(path)

@@ -8,6 +8,7 @@ The plan by repository id must be the plan of the same config.json with the same
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +81,61 @@ def test_unknown_or_gated_repo_names_the_token_variable(hub: Hub) -> None:
     assert bad.returncode == 2 and "is not ORG/NAME or ORG/NAME@REVISION" in bad.stderr
     dead = llm_plan("--model", "acme/x", "--hf-endpoint", "http://127.0.0.1:9", *PLAN_ARGS)
     assert dead.returncode == 2 and "cannot reach the hub at http://127.0.0.1:9" in dead.stderr
+
+
+def _playbook(*extra: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
+        "ANSIBLE_DEPRECATION_WARNINGS": "false",
+    }
+    cmd = [
+        str(Path(sys.executable).parent / "ansible-playbook"),
+        str(ROOT / "playbooks" / "plan.yml"),
+        *extra,
+    ]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=300)
+
+
+def _facts(out: str, name: str = "llm_model") -> dict:
+    """The last value the play set for a fact (from the JSON callback's output)."""
+    found = None
+    for play in json.loads(out)["plays"]:
+        for task in play["tasks"]:
+            res = task["hosts"].get("localhost", {})
+            if name in res.get("ansible_facts", {}):
+                found = res["ansible_facts"][name]
+    assert found is not None, f"no {name} was set"
+    return found
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
+def test_plan_playbook_by_repo_id(hub: Hub, path: Path) -> None:
+    repo = "mirror-" + path.stem.replace("__", "/", 1)
+    config = json.loads(path.read_text())
+    sha, total = publish(hub, repo, path.read_bytes(), shard_bytes=(2_000_000,))
+    out = _playbook(
+        "-e",
+        f"llm_model_repo={repo}",
+        "-e",
+        f"llm_hf_endpoint={hub.endpoint}",
+        "-e",
+        "llm_hardware_name=h200_x8",
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    stats = json.loads(out.stdout)["stats"]["localhost"]
+    assert stats["changed"] == 0 and stats["failures"] == 0
+    model = _facts(out.stdout)
+    assert model["hf_repo"] == repo and model["hf_revision"] == sha
+    assert model["hf_config"] == config
+    assert model["checkpoint_bytes"] == total and model["checkpoint_shards"] == 1
+    text = config.get("text_config", config)
+    assert model["mla"] == bool(text.get("kv_lora_rank"))
+    quant = (config.get("quantization_config") or {}).get("quant_method")
+    dtype = text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype")
+    expected = {"compressed-tensors": "compressed_tensors"}.get(quant, quant) if quant else None
+    expected = expected or {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(dtype, "bf16")
+    assert model["quant_format"] == expected
+    plan = _facts(out.stdout, "llm_plan_result")
+    assert plan["plan"]["kv_cache_tokens"] > 0 and plan["tensor_parallel_size"] >= 1

@@ -1,0 +1,28 @@
+"""Filter plugin: maps filter names onto the pure functions of module_utils/model_entry.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.llmdeploy.llm.plugins.module_utils.model_entry import model_entry_from_hub
+
+DOCUMENTATION = r"""
+name: model_entry
+short_description: A catalog entry derived from a hub repository's own files
+description:
+  - C(llm_model_entry) turns what the C(hf_model_info) module read (config.json, quant config, weight files,
+    chat template) into an C(llm_model) of the catalog's shape - the commit sha as revision, the checkpoint's
+    bytes and format, MLA from the config, the tool-call and reasoning parsers from the model family (none
+    when the family is unknown, said in C(parsers_note)) and generic quality probes.
+"""
+
+EXAMPLES = r"""
+- name: Use a hub model as the plan's model
+  ansible.builtin.set_fact:
+    llm_model: "{{ qwen.model | llmdeploy.llm.llm_model_entry }}"
+"""
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {"llm_model_entry": model_entry_from_hub}

@@ -1,0 +1,129 @@
+"""A catalog entry (the shape of catalog/models/*.yml) derived from a hub repository's own files.
+
+Input: what hf_hub_metadata.hub_model read (config.json, hf_quant_config.json, weight files, chat template).
+What cannot be derived stays neutral and is said so: no checkpoint patches, no known issues of its own, the
+tool-call and reasoning parsers from the model family (PARSERS; "none" when the family is not listed),
+generic quality probes with their threshold.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+# model_type -> (tool-call parser, reasoning parser), vLLM's registered names (vllm/tool_parsers/__init__.py
+# and vllm/reasoning/__init__.py of vLLM 0.22.0; the tool-calling page of vLLM's documentation names the
+# families). Name patterns refine a family where one model_type covers several (Qwen3-Coder, DeepSeek-R1).
+PARSERS: dict[str, tuple[str | None, str | None]] = {
+    "qwen2": ("hermes", None),
+    "qwen2_moe": ("hermes", None),
+    "qwen3": ("hermes", "qwen3"),
+    "qwen3_moe": ("hermes", "qwen3"),
+    "qwen3_vl": ("hermes", "qwen3"),
+    "qwen3_vl_moe": ("hermes", "qwen3"),
+    "llama": ("llama3_json", None),
+    "llama4": ("llama4_pythonic", None),
+    "mistral": ("mistral", None),
+    "mixtral": ("mistral", None),
+    "deepseek_v3": ("deepseek_v3", None),
+    "kimi_k2": ("kimi_k2", "kimi_k2"),
+    "kimi_k25": ("kimi_k2", "kimi_k2"),
+    "glm4_moe": ("glm45", "glm45"),
+    "gpt_oss": ("openai", "openai_gptoss"),
+}
+NAME_OVERRIDES: list[tuple[str, str, tuple[str | None, str | None]]] = [
+    ("qwen3_moe", r"(?i)coder", ("qwen3_coder", None)),
+    ("deepseek_v3", r"(?i)\bR1\b|-R1", ("deepseek_v3", "deepseek_r1")),
+]
+# Questions any instruction-tuned model of a few billion parameters answers; a pass needs 4 of 5.
+GENERIC_PROBES = [
+    {"prompt": "What is the capital of France? Answer in one word.", "expect": "Paris", "max_tokens": 512},
+    {"prompt": "What is 2+2? Answer with the number only.", "expect": r"\b4\b", "max_tokens": 512},
+    {"prompt": "What is the opposite of hot? One word.", "expect": "(?i)cold", "max_tokens": 512},
+    {"prompt": "Name the largest planet in the solar system.", "expect": "(?i)jupiter", "max_tokens": 512},
+    {
+        "prompt": "How many legs does a spider have? Answer with a number.",
+        "expect": r"(?i)\b(8|eight)\b",
+        "max_tokens": 512,
+    },
+]
+GENERIC_MIN_PASS_RATIO = 0.8
+
+
+def _text(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    text = config.get("text_config")
+    return text if isinstance(text, Mapping) else config
+
+
+def quant_format(config: Mapping[str, Any], hf_quant_config: Mapping[str, Any] | None = None) -> str:
+    """The checkpoint format as the catalog names it (modelopt_nvfp4, fp8, awq, mxfp4...) or its dtype."""
+    q = config.get("quantization_config") if isinstance(config.get("quantization_config"), Mapping) else {}
+    method = str(q.get("quant_method", "")).lower()
+    algo = str(
+        q.get("quant_algo", "") or ((hf_quant_config or {}).get("quantization") or {}).get("quant_algo", "")
+    )
+    if method == "modelopt" or hf_quant_config:
+        return f"modelopt_{algo.lower()}" if algo else "modelopt"
+    if method in ("fp8", "mxfp4", "awq", "gptq", "bitsandbytes", "gguf"):
+        return method
+    if method == "compressed-tensors":
+        return "compressed_tensors"
+    if method:
+        return method.replace("-", "_")
+    dtype = str(
+        _text(config).get("torch_dtype") or _text(config).get("dtype") or config.get("torch_dtype") or ""
+    )
+    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(dtype, dtype or "bf16")
+
+
+def parsers(model_type: str, repo: str) -> tuple[str | None, str | None]:
+    for family, pattern, chosen in NAME_OVERRIDES:
+        if model_type == family and re.search(pattern, repo):
+            return chosen
+    return PARSERS.get(model_type, (None, None))
+
+
+def model_entry_from_hub(info: Mapping[str, Any]) -> dict[str, Any]:
+    """llm_model for the planner and the deploy roles, from hub_model()'s result."""
+    config = dict(info["config"])
+    text = _text(config)
+    repo = str(info["repo"])
+    model_type = str(text.get("model_type") or config.get("model_type") or "")
+    tool, reasoning = parsers(str(config.get("model_type") or model_type), repo)
+    weights = info.get("weight_files") or {}
+    fmt = quant_format(config, info.get("hf_quant_config"))
+    return {
+        "id": re.sub(r"[^A-Za-z0-9_.-]+", "_", repo.replace("/", "__")),
+        "display_name": repo,
+        "hf_repo": repo,
+        "hf_revision": str(info["sha"]),
+        "hf_revision_note": f"resolved from {info.get('revision', 'main')!r} when the plan was made",
+        "hf_config": config,
+        **({"hf_quant_config": dict(info["hf_quant_config"])} if info.get("hf_quant_config") else {}),
+        "checkpoint_bytes": int(info.get("checkpoint_bytes") or 0),
+        "checkpoint_shards": len(weights),
+        "checkpoint_note": "summed from the repository's weight files",
+        "quant_format": "gguf" if weights and all(str(w).endswith(".gguf") for w in weights) else fmt,
+        "engine": "vllm",
+        "engine_min_version": "0.10.0",
+        "tool_call_parser": tool,
+        "reasoning_parser": reasoning,
+        "parsers_note": (
+            f"from the model family {model_type!r}"
+            if (tool or reasoning)
+            else f"none: the family {model_type!r} is not in the parser table; set them in a catalog entry"
+        ),
+        "chat_template": bool(info.get("chat_template")),
+        "trust_remote_code": False,
+        "engine_args": {},
+        "engine_env": {},
+        "mla": bool(text.get("kv_lora_rank")),
+        "supports_dcp": bool(text.get("kv_lora_rank")),
+        "patches": [],
+        "known_issues": [],
+        "quality_probes": GENERIC_PROBES,
+        "quality_min_pass_ratio": GENERIC_MIN_PASS_RATIO,
+        "quality_note": "generic probes (no model-specific ones): 4 of 5 must pass",
+        "sources": [f"{repo}@{info['sha']}: config.json and the file listing, read by the plan"],
+    }
