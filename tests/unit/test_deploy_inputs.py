@@ -172,3 +172,10 @@ def test_every_llm_variable_of_the_bundled_inventories_is_an_input():
 )
 def test_own_dir(path, ok):
     assert di.is_own_dir(path) is ok
+
+
+def test_a_plan_only_input_is_refused_with_the_way_to_deploy_it() -> None:
+    problems = di.input_problems({"llm_model_repo": "Qwen/Qwen3-32B"})
+    assert len(problems) == 1
+    assert problems[0].startswith('llm_model_repo="Qwen/Qwen3-32B" is refused')
+    assert "playbooks/plan.yml only" in problems[0] and "llm_model_name" in problems[0]
