@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.llmdeploy.llm.plugins.module_utils.model_entry import model_entry_from_hub
+from ansible_collections.llmdeploy.llm.plugins.module_utils.model_entry import (
+    architecture_problems,
+    model_entry_from_hub,
+)
 
 DOCUMENTATION = r"""
 name: model_entry
@@ -14,6 +17,9 @@ description:
     chat template) into an C(llm_model) of the catalog's shape - the commit sha as revision, the checkpoint's
     bytes and format, MLA from the config, the tool-call and reasoning parsers from the model family (none
     when the family is unknown, said in C(parsers_note)) and generic quality probes.
+  - C(llm_architecture_problems) takes a config.json and a vLLM version and returns the refusals (an
+    architecture that release has no model class for, with what would serve it) - the registries of vLLM
+    0.22.0 and 0.32.0 are recorded in C(plugins/module_utils/vllm_architectures.json).
 """
 
 EXAMPLES = r"""
@@ -25,4 +31,7 @@ EXAMPLES = r"""
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"llm_model_entry": model_entry_from_hub}
+        return {
+            "llm_model_entry": model_entry_from_hub,
+            "llm_architecture_problems": lambda config, version: architecture_problems(config, version)[0],
+        }

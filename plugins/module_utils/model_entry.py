@@ -8,8 +8,10 @@ generic quality probes with their threshold.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 # model_type -> (tool-call parser, reasoning parser), vLLM's registered names (vllm/tool_parsers/__init__.py
@@ -127,3 +129,46 @@ def model_entry_from_hub(info: Mapping[str, Any]) -> dict[str, Any]:
         "quality_note": "generic probes (no model-specific ones): 4 of 5 must pass",
         "sources": [f"{repo}@{info['sha']}: config.json and the file listing, read by the plan"],
     }
+
+
+def _registry() -> dict[str, dict[str, Any]]:
+    path = Path(__file__).with_name("vllm_architectures.json")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return {k: v for k, v in data.items() if not k.startswith("_")}
+
+
+def architecture_problems(config: Mapping[str, Any], vllm_version: str) -> tuple[list[str], list[str]]:
+    """(problems, notes) for the architectures of config.json against the model registry of the chosen vLLM
+    release: not served by it is a problem (naming what would serve it); served through the Transformers
+    backend, or a release whose registry is not recorded here, is a note."""
+    registry = _registry()
+    archs = [str(a) for a in config.get("architectures") or []]
+    if not archs:
+        return ["config.json names no architectures: vLLM cannot pick a model class"], []
+    release = str(vllm_version).partition("+")[0]
+    if release not in registry:
+        recorded = ", ".join(sorted(registry))
+        return [], [
+            f"vLLM {release}'s model registry is not recorded here (recorded: {recorded}); not checked"
+        ]
+    reg = registry[release]
+    name = "/".join(archs)
+    if any(a in reg["native"] for a in archs):
+        return [], []
+    if any(a in reg["transformers"] for a in archs):
+        return [], [
+            f"vLLM {release} serves {name} through its Transformers backend, not a native model class"
+        ]
+    plugin = next((reg["plugins"][a] for a in archs if a in reg["plugins"]), None)
+    removed = next((reg["removed"][a] for a in archs if a in reg["removed"]), None)
+    others = [v for v, r in sorted(registry.items()) if any(a in r["native"] for a in archs)]
+    if plugin:
+        fix = f"it is served by the out-of-tree plugin {plugin}"
+    elif removed:
+        fix = f"vLLM dropped it (its registry names {removed} for it)"
+    elif others:
+        fix = f"vLLM {', '.join(others)} has it (llm_vllm_version / --vllm-version)"
+    else:
+        fix = "no recorded vLLM release has it: the model's own code (trust_remote_code) or another engine"
+    others_note = f"; vLLM {', '.join(others)} has it" if others and (plugin or removed) else ""
+    return [f"architecture {name} is not in vLLM {release}'s model registry: {fix}{others_note}"], []

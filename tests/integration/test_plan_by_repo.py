@@ -139,3 +139,22 @@ def test_plan_playbook_by_repo_id(hub: Hub, path: Path) -> None:
     assert model["quant_format"] == expected
     plan = _facts(out.stdout, "llm_plan_result")
     assert plan["plan"]["kv_cache_tokens"] > 0 and plan["tensor_parallel_size"] >= 1
+
+
+def test_an_architecture_the_release_lacks_is_refused_with_what_serves_it(hub: Hub, tmp_path: Path) -> None:
+    config = json.loads((CONFIGS[0]).read_text()) | {"architectures": ["BailingMoeV3ForCausalLM"]}
+    publish(hub, "acme/bailing", json.dumps(config).encode())
+    old = llm_plan(
+        "--model", "acme/bailing", "--hf-endpoint", hub.endpoint, *PLAN_ARGS, "--vllm-version", "0.22.0"
+    )
+    assert old.returncode == 1, old.stderr
+    assert "not in vLLM 0.22.0's model registry: vLLM 0.32.0 has it" in json.loads(old.stdout)["reasons"][-1]
+    new = llm_plan(
+        "--model", "acme/bailing", "--hf-endpoint", hub.endpoint, *PLAN_ARGS, "--vllm-version", "0.32.0"
+    )
+    assert new.returncode == 0 and json.loads(new.stdout)["fits"], new.stderr
+    out = _playbook("-e", "llm_model_repo=acme/bailing", "-e", f"llm_hf_endpoint={hub.endpoint}")
+    assert out.returncode != 0
+    assert "llm_model_repo=acme/bailing with llm_plan_vllm_version=0.22.0 is refused" in out.stdout, (
+        out.stdout[-3000:]
+    )

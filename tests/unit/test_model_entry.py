@@ -93,3 +93,40 @@ def test_generic_probes_are_real_questions_with_a_threshold() -> None:
         pattern = re.compile(probe["expect"])
         assert not pattern.search("I cannot answer that.")  # a refusal passes none
         assert probe["max_tokens"] >= 256  # room for a reasoning model's thinking
+
+
+@pytest.mark.parametrize(
+    ("arch", "version", "problem", "note"),
+    [
+        ("Qwen3ForCausalLM", "0.22.0", "", ""),
+        ("BailingMoeV3ForCausalLM", "0.22.0", "vLLM 0.32.0 has it (llm_vllm_version / --vllm-version)", ""),
+        (
+            "ArcticForCausalLM",
+            "0.32.0",
+            "vLLM dropped it (its registry names 0.28.0 for it); vLLM 0.22.0 has it",
+            "",
+        ),
+        (
+            "BartForConditionalGeneration",
+            "0.32.0",
+            "out-of-tree plugin https://github.com/vllm-project/bart-plugin",
+            "",
+        ),
+        ("NoSuchForCausalLM", "0.22.0", "no recorded vLLM release has it", ""),
+        ("ArceeForCausalLM", "0.32.0", "", "through its Transformers backend"),
+        ("NoSuchForCausalLM", "0.33.0", "", "not recorded here (recorded: 0.22.0, 0.32.0); not checked"),
+    ],
+)
+def test_architecture_against_the_release_registry(arch: str, version: str, problem: str, note: str) -> None:
+    problems, notes = me.architecture_problems({"architectures": [arch]}, version)
+    assert (problem in " ".join(problems)) and (bool(problems) == bool(problem)), problems
+    assert (note in " ".join(notes)) and (bool(notes) == bool(note)), notes
+
+
+def test_every_published_config_is_served_by_both_recorded_releases() -> None:
+    for path in sorted(CONFIGS.glob("*.json")):
+        if path.name.endswith(".hf_quant_config.json"):
+            continue
+        config = json.loads(path.read_text())
+        for version in ("0.22.0", "0.32.0"):
+            assert me.architecture_problems(config, version) == ([], []), (path.name, version)
