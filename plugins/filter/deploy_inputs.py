@@ -7,6 +7,7 @@ from typing import Any
 from ansible_collections.llmdeploy.llm.plugins.module_utils.deploy_inputs import (
     engine_problems,
     input_problems,
+    is_loopback,
     is_own_dir,
 )
 
@@ -22,6 +23,7 @@ description:
   - C(llm_deploy_engine_problems) checks the engine version against the catalog entry's
     C(engine_min_version) and, on GPUs, the versions the memory planner models; and C(llm_max_model_len)
     against the model's context limit unless C(llm_engine_env.VLLM_ALLOW_LONG_MAX_MODEL_LEN) is C("1").
+  - C(llm_is_loopback) is true for C(localhost) and loopback addresses (127.0.0.0/8, ::1).
   - C(llm_own_dir) is true for an absolute path of letters, digits, C(. _ - @ + /) that is not C(/), a system
     directory (C(/usr), C(/etc), C(/var/lib), ...) or a path with C(..) parts - a directory a role may own.
 """
@@ -51,4 +53,5 @@ class FilterModule:
             "llm_deploy_input_problems": input_problems,
             "llm_deploy_engine_problems": _engine,
             "llm_own_dir": is_own_dir,
+            "llm_is_loopback": is_loopback,
         }

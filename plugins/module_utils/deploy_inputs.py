@@ -186,7 +186,8 @@ def _is_host(value: Any) -> bool:
         return _HOSTNAME.match(value) is not None
 
 
-def _is_loopback(value: Any) -> bool:
+def is_loopback(value: Any) -> bool:
+    """localhost or a loopback address (127.0.0.0/8, ::1): a bind only this host reaches."""
     if value == "localhost":
         return True
     try:
@@ -405,7 +406,7 @@ def _bad_entries(spec: Input, value: Any) -> list[str]:
 
 def _cross_field_problems(given: dict[str, Any]) -> list[str]:
     host = given.get("llm_api_host", INPUTS["llm_api_host"].default)
-    if not _is_host(host) or _is_loopback(host):
+    if not _is_host(host) or is_loopback(host):
         return []
     public = given.get("llm_api_public", False)
     key = given.get("llm_api_key", "")
