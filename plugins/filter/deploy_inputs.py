@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible.errors import AnsibleFilterError
 from ansible_collections.llmdeploy.llm.plugins.module_utils.deploy_inputs import (
     engine_problems,
     input_problems,
     is_loopback,
     is_own_dir,
+    passthrough_engine_args,
 )
 
 DOCUMENTATION = r"""
@@ -23,6 +25,9 @@ description:
   - C(llm_deploy_engine_problems) checks the engine version against the catalog entry's
     C(engine_min_version) and, on GPUs, the versions the memory planner models; and C(llm_max_model_len)
     against the model's context limit unless C(llm_engine_env.VLLM_ALLOW_LONG_MAX_MODEL_LEN) is C("1").
+  - C(llm_deploy_passthrough_args) takes the merged engine options (vLLM spelling) and the names the service
+    role has variables for, and returns the options left for C(vllm_service_engine_args): never the ones the
+    deploy sets from its own inputs (layout, parsers, memory, bind, model).
   - C(llm_is_loopback) is true for C(localhost) and loopback addresses (127.0.0.0/8, ::1).
   - C(llm_own_dir) is true for an absolute path of letters, digits, C(. _ - @ + /) that is not C(/), a system
     directory (C(/usr), C(/etc), C(/var/lib), ...) or a path with C(..) parts - a directory a role may own.
@@ -45,6 +50,13 @@ def _engine(
     return engine_problems(model, device, version, max_model_len, engine_env)
 
 
+def _passthrough(args: Any, mapped: Any = ()) -> dict[str, Any]:
+    try:
+        return passthrough_engine_args(args, mapped)
+    except TypeError as exc:
+        raise AnsibleFilterError(f"llm_deploy_passthrough_args: {exc}") from exc
+
+
 class FilterModule:
     """Map filter names to the functions above."""
 
@@ -54,4 +66,5 @@ class FilterModule:
             "llm_deploy_engine_problems": _engine,
             "llm_own_dir": is_own_dir,
             "llm_is_loopback": is_loopback,
+            "llm_deploy_passthrough_args": _passthrough,
         }

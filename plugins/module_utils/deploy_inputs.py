@@ -12,7 +12,7 @@ import difflib
 import ipaddress
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 try:
@@ -184,6 +184,15 @@ def _is_host(value: Any) -> bool:
         return True
     except ValueError:
         return _HOSTNAME.match(value) is not None
+
+
+def passthrough_engine_args(args: Any, mapped: Any = ()) -> dict[str, Any]:
+    """The engine options (vLLM spelling) left for vllm_service_engine_args: without ROLE_OWNED_ARGS, which
+    the deploy sets from its own inputs, and without ``mapped``, which reach the role as its own variables."""
+    if not isinstance(args, Mapping):
+        raise TypeError(f"expected a mapping of engine options, got {args!r}")
+    drop = set(ROLE_OWNED_ARGS) | {str(m) for m in mapped or ()}
+    return {str(k): v for k, v in args.items() if str(k) not in drop}
 
 
 def is_loopback(value: Any) -> bool:

@@ -179,3 +179,23 @@ def test_a_plan_only_input_is_refused_with_the_way_to_deploy_it() -> None:
     assert len(problems) == 1
     assert problems[0].startswith('llm_model_repo="Qwen/Qwen3-32B" is refused')
     assert "playbooks/plan.yml only" in problems[0] and "llm_model_name" in problems[0]
+
+
+def test_passthrough_engine_args_drop_what_the_deploy_sets() -> None:
+    given = {
+        "max-model-len": 99,
+        "tensor-parallel-size": 8,
+        "moe-backend": "triton",
+        "dtype": "bfloat16",
+        "seed": 1,
+    }
+    assert di.passthrough_engine_args(given, ["dtype", "max-num-seqs"]) == {
+        "moe-backend": "triton",
+        "seed": 1,
+    }
+    assert (
+        set(di.ROLE_OWNED_ARGS) & set(di.passthrough_engine_args(dict.fromkeys(di.ROLE_OWNED_ARGS, 1)))
+        == set()
+    )
+    with pytest.raises(TypeError):
+        di.passthrough_engine_args(["moe-backend"])
