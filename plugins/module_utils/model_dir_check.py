@@ -17,9 +17,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+try:  # the collection's module_utils package, or beside the hf_model helper scripts on the host
+    from . import hf_files
+except ImportError:
+    import hf_files
+
 SKIP_DIRS = (".cache", ".hf_model", ".git")
 MAX_HEADER_BYTES = 100 * 1024 * 1024
-GGUF_MAGIC = b"GGUF"
 GGUF_PART = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<total>\d{5})\.gguf$")
 SHOWN = 8
 
@@ -105,7 +109,6 @@ def _join(base: str, name: str) -> str:
 
 def _check_gguf(root: Path, files: Mapping[str, int]) -> list[str]:
     problems: list[str] = []
-    sets: dict[str, tuple[int, set[int]]] = {}
     for rel in sorted(f for f in files if f.endswith(".gguf")):
         try:
             with (root / rel).open("rb") as fh:
@@ -113,18 +116,16 @@ def _check_gguf(root: Path, files: Mapping[str, int]) -> list[str]:
         except OSError as exc:
             problems.append(f"{rel}: cannot be read ({exc})")
             continue
-        if magic != GGUF_MAGIC:
+        if magic != hf_files.GGUF_MAGIC:
             problems.append(f"{rel}: does not start with the GGUF magic (got {magic!r})")
-        part = GGUF_PART.match(rel)
-        if part:
-            total, seen = sets.setdefault(part["stem"], (int(part["total"]), set()))
-            seen.add(int(part["index"]))
-            if int(part["total"]) != total:
-                problems.append(f"{rel}: split set {part['stem']} names two different part counts")
-    for stem, (total, seen) in sorted(sets.items()):
-        missing = sorted(set(range(1, total + 1)) - seen)
-        if missing:
-            problems.append(f"split GGUF {stem}: parts {missing[:SHOWN]} of {total} are missing")
+    try:
+        groups = hf_files.hf_split_gguf_groups(files)
+    except ValueError as exc:  # AnsibleFilterError is a ValueError too: parts naming different counts
+        return [*problems, str(exc)]
+    for merged, group in sorted(groups.items()):
+        if group["missing"]:
+            numbers = [int(p.rsplit("-of-", 1)[0][-5:]) for p in group["missing"]]
+            problems.append(f"split GGUF {merged}: parts {numbers[:SHOWN]} of {group['count']} are missing")
     return problems
 
 
