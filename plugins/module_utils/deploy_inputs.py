@@ -84,13 +84,6 @@ DEPLOY_SET_PLAN_VARS = {
     "llm_plan_fail_when_not_fits": "llm_deploy_plan_only",
     "llm_plan_allow_long_max_model_len": "llm_engine_env.VLLM_ALLOW_LONG_MAX_MODEL_LEN",
 }
-# Inputs of playbooks/plan.yml that the deploy playbooks do not take (yet), with what to do instead.
-PLAN_ONLY_INPUTS = {
-    "llm_model_repo": (
-        "a model by repository id is planned by playbooks/plan.yml only; to deploy it, add a catalog entry "
-        "under catalog/models/ and set llm_model_name"
-    ),
-}
 # What the deploy itself sets while it runs (catalog entries, results): not user inputs, never refused.
 INTERNAL = frozenset(
     {"llm_model", "llm_hardware", "llm_plan_result", "llm_cpu_plan", "llm_cpu_plan_lines", "llm_plan_report"}
@@ -219,6 +212,15 @@ INPUTS: dict[str, Input] = {
         None,
         lambda v: _is_text(v, r"[a-z0-9][a-z0-9_]{0,63}"),
         "the name of a catalog entry (a file catalog/models/<name>.yml), e.g. kimi_k2_5_nvfp4",
+    ),
+    "llm_model_repo": Input(
+        None,
+        lambda v: (
+            _is_text(v, r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+            and ".." not in v
+            and not v.endswith((".", "-"))
+        ),
+        "a hub repository id ORG/NAME, e.g. Qwen/Qwen3-32B (the revision goes in llm_model_revision)",
     ),
     "llm_hardware_name": Input(
         "rtx_pro_6000_x8",
@@ -375,8 +377,6 @@ def _unknown(name: str, value: Any) -> str | None:
         return refusal(name, value, f"the deploy sets it from {DEPLOY_SET_PLAN_VARS[name]}: set that instead")
     if name.startswith("llm_plan_"):
         return None  # the llm_plan role's own options, documented in its argument_specs
-    if name in PLAN_ONLY_INPUTS:
-        return refusal(name, value, PLAN_ONLY_INPUTS[name])
     close = difflib.get_close_matches(name, list(INPUTS), n=1, cutoff=0.75)
     hint = f"did you mean {close[0]}? " if close else ""
     return refusal(

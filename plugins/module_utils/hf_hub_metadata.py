@@ -70,9 +70,23 @@ class _Client:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 return resp.status, dict(resp.headers), resp.read() if method == "GET" else b""
         except urllib.error.HTTPError as exc:
-            return exc.code, dict(exc.headers or {}), exc.read() if method == "GET" else b""
+            headers = dict(exc.headers or {})
+            if {k.lower(): v for k, v in headers.items()}.get("x-error-code") == "GatedRepo":
+                raise self.gated(path, exc.code) from exc
+            return exc.code, headers, exc.read() if method == "GET" else b""
         except (urllib.error.URLError, OSError) as exc:
             raise HubError(f"cannot reach the hub at {self.endpoint}: {exc}") from exc
+
+    def gated(self, path: str, status: int) -> HubError:
+        """The hub's answer for a gated repository (HTTP 401/403 with X-Error-Code: GatedRepo)."""
+        parts = path.lstrip("/").split("/")
+        repo = "/".join(parts[2:4] if parts[0] == "api" else parts[:2])
+        who = "the token given has no access to it" if self.headers else "no token was given"
+        return HubError(
+            f"{repo} is a gated repository and {who} (HTTP {status}): accept its terms at "
+            f"{self.endpoint}/{repo} with your account, then give a token of that account: hf_token (an "
+            "ansible-vault variable) for the playbooks, HF_TOKEN or HF_TOKEN_PATH for bin/llm-plan"
+        )
 
     def json(self, path: str) -> tuple[int, Any]:
         status, _, body = self.request(path)

@@ -13,6 +13,13 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
+try:  # the collection's module_utils package, or the directory itself on sys.path (unit tests, bin/)
+    from . import known_issues as _rules
+    from . import model_entry as _entry
+except ImportError:
+    import known_issues as _rules  # type: ignore[no-redef]
+    import model_entry as _entry  # type: ignore[no-redef]
+
 _KV_DTYPES = ("auto", "bfloat16", "fp8")
 _LAYOUT_KEYS = (
     "tensor_parallel_size",
@@ -38,39 +45,61 @@ def version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in match.group(1).split("."))
 
 
-def _version_lt(left: str, right: str) -> bool:
-    a, b = version_tuple(left), version_tuple(right)
-    width = max(len(a), len(b))
-    return a + (0,) * (width - len(a)) < b + (0,) * (width - len(b))
-
-
 def condition_matches(when: Mapping[str, Any] | None, facts: Mapping[str, Any]) -> bool:
-    """True when every key of a catalog ``when`` mapping holds for ``facts``.
+    """True when every key of a catalog or rule ``when`` mapping holds for ``facts`` (known_issues.py)."""
+    return _rules.condition_matches(when, facts)
 
-    Keys: compute_capability, interconnect, kv_cache_dtype, attention_backend (lists of accepted
-    values), engine_version_lt / engine_version_ge (versions), min_gpu_count (int). A key whose fact is
-    unknown (None) does not match, so a rule never fires on missing information.
-    """
-    for key, expected in (when or {}).items():
-        if key in ("engine_version_lt", "engine_version_ge"):
-            version = facts.get("engine_version")
-            if version is None:
-                return False
-            below = _version_lt(str(version), str(expected))
-            if below != (key == "engine_version_lt"):
-                return False
-        elif key == "min_gpu_count":
-            count = facts.get("gpu_count")
-            if count is None or int(count) < int(expected):
-                return False
-        elif key in ("compute_capability", "interconnect", "kv_cache_dtype", "attention_backend"):
-            accepted = [str(v) for v in (expected if isinstance(expected, list) else [expected])]
-            value = facts.get(key)
-            if value is None or str(value) not in accepted:
-                return False
-        else:
-            raise ValueError(f"unknown condition key {key!r}")
-    return True
+
+def _note(rule_id: str, setting: str, reason: str) -> dict[str, str]:
+    return {"id": rule_id, "setting": setting, "reason": " ".join(str(reason).split())}
+
+
+def _apply(issue: Mapping[str, Any], out: dict[str, Any]) -> None:
+    """Record what one fired rule forces, recommends or refuses (and the line the plan prints for it)."""
+    rid, summary, notes = str(issue["id"]), str(issue["summary"]), out["notes"]
+    forces = issue.get("forces") or {}
+    if issue.get("refuses"):
+        out["refusals"].append({"id": rid, "reason": " ".join(summary.split()), "fix": str(issue["refuses"])})
+        notes.append(_note(rid, "refused", f"{summary} Instead: {issue['refuses']}"))
+    elif not any(forces.values()) and not issue.get("recommends"):
+        # Nothing to set automatically: still a fact the operator must see.
+        notes.append(_note(rid, "known issue", summary))
+    for flag, value in (forces.get("engine_args") or {}).items():
+        out["engine_args"][str(flag)] = value
+        notes.append(_note(rid, f"--{flag} {value}", summary))
+    for var, value in (forces.get("engine_env") or {}).items():
+        out["engine_env"][str(var)] = str(value)
+        notes.append(_note(rid, f"env {var}={value}", summary))
+    for dtype in forces.get("kv_cache_dtypes_unavailable") or []:
+        if dtype not in out["kv_cache_dtypes_unavailable"]:
+            out["kv_cache_dtypes_unavailable"].append(str(dtype))
+        notes.append(_note(rid, f"no {dtype} KV cache", summary))
+    for flag in forces.get("engine_args_absent") or []:
+        notes.append(_note(rid, f"leave out {flag}", summary))
+    for key, value in (issue.get("recommends") or {}).items():
+        out["recommends"][str(key)] = value
+        notes.append(_note(rid, f"recommend {key} = {value}", summary))
+
+
+def _patch_notes(model: Mapping[str, Any], facts: Mapping[str, Any], out: dict[str, Any]) -> None:
+    for patch in model.get("patches") or []:
+        fired = condition_matches(patch.get("when"), facts)
+        if fired:
+            out["patches"].append(str(patch["id"]))
+            out["notes"].append(
+                _note(
+                    patch["id"],
+                    f"patch {patch['file']}: {patch['action']} {patch['json_path']}",
+                    patch["reason"],
+                )
+            )
+            continue
+        out["patches_not_needed"].append(str(patch["id"]))
+        when = {k: v for k, v in (patch.get("when") or {}).items() if not k.startswith("engine_version")}
+        if patch.get("alternative") and condition_matches(when, facts):
+            out["notes"].append(
+                _note(patch["id"], f"no checkpoint patch on {facts['engine_version']}", patch["alternative"])
+            )
 
 
 def llm_plan_settings(
@@ -78,12 +107,15 @@ def llm_plan_settings(
     hardware: Mapping[str, Any],
     engine_version: str,
     kv_cache_dtype: str = "auto",
+    rules_path: str | None = None,
 ) -> dict[str, Any]:
-    """Settings forced by the model's known issues, its patches and the hardware profile.
+    """Settings forced by the known-issue rules (catalog/known_issues.yml, then the model's own
+    known_issues), its patches and the hardware profile, plus what the engine release refuses.
 
-    Returns engine_args, engine_env, kv_cache_dtypes_unavailable, recommends (from issues),
-    patches (those whose condition matches, i.e. the model_patch role must apply them),
-    patches_not_needed, and notes: one line per fired rule with its id and reason.
+    Returns engine_args, engine_env, kv_cache_dtypes_unavailable, recommends, patches (those whose condition
+    matches, i.e. the model_patch role must apply them), patches_not_needed, refusals ({id, reason, fix}:
+    rules with ``refuses`` and an architecture missing from the release's model registry), families and
+    notes: one line per fired rule with its id and reason.
     """
     name = "llm_plan_settings"
     if not isinstance(model, Mapping) or not isinstance(hardware, Mapping):
@@ -92,6 +124,12 @@ def llm_plan_settings(
         version_tuple(engine_version)
     except ValueError as exc:
         raise _fail(name, f"engine_version {engine_version!r} is not a version like 0.22.0") from exc
+    model = _entry.model_complete(model)
+    try:
+        issues = _rules.rules_for(model, _rules.load_rules(rules_path))
+        model_facts = _rules.model_facts(model)
+    except _rules.RuleError as exc:
+        raise _fail(name, str(exc)) from exc
     facts: dict[str, Any] = {
         "compute_capability": hardware.get("compute_capability"),
         "interconnect": hardware.get("interconnect"),
@@ -99,82 +137,44 @@ def llm_plan_settings(
         "engine_version": engine_version,
         "kv_cache_dtype": kv_cache_dtype,
         "attention_backend": None,
+        **model_facts,
     }
-    engine_args: dict[str, Any] = {}
-    engine_env: dict[str, str] = {str(k): str(v) for k, v in (hardware.get("engine_env") or {}).items()}
-    unavailable: list[str] = []
-    recommends: dict[str, Any] = {}
-    notes: list[dict[str, str]] = [
-        {"id": f"hardware:{hardware.get('id', '?')}", "setting": f"env {k}={v}", "reason": "hardware profile"}
-        for k, v in engine_env.items()
-    ]
-    for issue in model.get("known_issues") or []:
+    hw_env = {str(k): str(v) for k, v in (hardware.get("engine_env") or {}).items()}
+    out: dict[str, Any] = {
+        "engine_args": {},
+        "engine_env": dict(hw_env),
+        "kv_cache_dtypes_unavailable": [],
+        "recommends": {},
+        "patches": [],
+        "patches_not_needed": [],
+        "refusals": [],
+        "families": model_facts["families"],
+        "notes": [
+            _note(f"hardware:{hardware.get('id', '?')}", f"env {k}={v}", "hardware profile")
+            for k, v in hw_env.items()
+        ],
+    }
+    for issue in issues:
         try:
             fired = condition_matches(issue.get("when"), facts)
         except ValueError as exc:
             raise _fail(name, f"known issue {issue.get('id')!r}: {exc}") from exc
-        if not fired:
-            continue
-        forces = issue.get("forces") or {}
-        if not any(forces.values()) and not issue.get("recommends"):
-            # Nothing to set automatically: still a fact the operator must see.
-            notes.append(
-                {"id": issue["id"], "setting": "known issue", "reason": " ".join(issue["summary"].split())}
-            )
-        for flag, value in (forces.get("engine_args") or {}).items():
-            engine_args[str(flag)] = value
-            notes.append({"id": issue["id"], "setting": f"--{flag} {value}", "reason": issue["summary"]})
-        for var, value in (forces.get("engine_env") or {}).items():
-            engine_env[str(var)] = str(value)
-            notes.append({"id": issue["id"], "setting": f"env {var}={value}", "reason": issue["summary"]})
-        for dtype in forces.get("kv_cache_dtypes_unavailable") or []:
-            if dtype not in unavailable:
-                unavailable.append(str(dtype))
-            notes.append({"id": issue["id"], "setting": f"no {dtype} KV cache", "reason": issue["summary"]})
-        for flag in forces.get("engine_args_absent") or []:
-            notes.append({"id": issue["id"], "setting": f"leave out {flag}", "reason": issue["summary"]})
-        for key, value in (issue.get("recommends") or {}).items():
-            recommends[str(key)] = value
-            notes.append(
-                {"id": issue["id"], "setting": f"recommend {key} = {value}", "reason": issue["summary"]}
-            )
-    facts["attention_backend"] = engine_args.get("attention-backend")
-    patches: list[str] = []
-    not_needed: list[str] = []
-    for patch in model.get("patches") or []:
-        try:
-            fired = condition_matches(patch.get("when"), facts)
-        except ValueError as exc:
-            raise _fail(name, f"patch {patch.get('id')!r}: {exc}") from exc
         if fired:
-            patches.append(str(patch["id"]))
-            notes.append(
-                {
-                    "id": patch["id"],
-                    "setting": f"patch {patch['file']}: {patch['action']} {patch['json_path']}",
-                    "reason": " ".join(str(patch["reason"]).split()),
-                }
-            )
-        else:
-            not_needed.append(str(patch["id"]))
-            when = {k: v for k, v in (patch.get("when") or {}).items() if not k.startswith("engine_version")}
-            if patch.get("alternative") and condition_matches(when, facts):
-                notes.append(
-                    {
-                        "id": patch["id"],
-                        "setting": f"no checkpoint patch on {facts['engine_version']}",
-                        "reason": " ".join(str(patch["alternative"]).split()),
-                    }
-                )
-    return {
-        "engine_args": engine_args,
-        "engine_env": engine_env,
-        "kv_cache_dtypes_unavailable": unavailable,
-        "recommends": recommends,
-        "patches": patches,
-        "patches_not_needed": not_needed,
-        "notes": notes,
-    }
+            _apply(issue, out)
+    facts["attention_backend"] = out["engine_args"].get("attention-backend")
+    try:
+        _patch_notes(model, facts, out)
+    except ValueError as exc:
+        raise _fail(name, f"a patch of {model.get('id')!r}: {exc}") from exc
+    config = model.get("hf_config") if isinstance(model.get("hf_config"), Mapping) else {}
+    problems, arch_notes = _entry.architecture_problems(config, engine_version)
+    for problem in problems:
+        out["refusals"].append(
+            {"id": "vllm_model_registry", "reason": problem, "fix": problem.partition(": ")[2]}
+        )
+        out["notes"].append(_note("vllm_model_registry", "refused", problem))
+    out["notes"].extend(_note("vllm_model_registry", "note", n) for n in arch_notes)
+    return out
 
 
 def _pick(recommendation: Mapping[str, Any], key: str) -> Any:
@@ -306,7 +306,12 @@ def llm_plan_assemble(
             reasons.append(f"no plan at max_model_len {target} with a KV dtype this engine supports")
         reasons.extend(str(x) for x in chosen["plan"].get("reasons") or [])
     plan = chosen["plan"]
-    fits = bool(plan.get("fits")) and chosen["kv_cache_dtype"] not in unavailable
+    refusals = [dict(r) for r in settings.get("refusals") or []]
+    fits = bool(plan.get("fits")) and chosen["kv_cache_dtype"] not in unavailable and not refusals
+    reasons[:0] = [
+        r["reason"] if r["id"] == "vllm_model_registry" else f"{r['id']}: {r['reason']} Instead: {r['fix']}"
+        for r in refusals
+    ]
     engine_args = dict(settings.get("engine_args") or {})
     return {
         "model_id": model.get("id"),
@@ -338,6 +343,8 @@ def llm_plan_assemble(
         "rows": [dict(r) for r in rows],
         "settings_notes": list(settings.get("notes") or []),
         "kv_cache_dtypes_unavailable": sorted(unavailable),
+        "refusals": refusals,
+        "families": list(settings.get("families") or []),
         "recommendation": {key: list((recommendation or {}).get(key) or []) for key in ("reasons", "notes")},
     }
 

@@ -14,6 +14,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+try:  # the collection's module_utils package, or the directory itself on sys.path (bin/llm-plan, tests)
+    from . import known_issues
+except ImportError:
+    import known_issues  # type: ignore[no-redef]
+
 # model_type -> (tool-call parser, reasoning parser), vLLM's registered names (vllm/tool_parsers/__init__.py
 # and vllm/reasoning/__init__.py of vLLM 0.22.0; the tool-calling page of vLLM's documentation names the
 # families). Name patterns refine a family where one model_type covers several (Qwen3-Coder, DeepSeek-R1).
@@ -95,40 +100,85 @@ def model_entry_from_hub(info: Mapping[str, Any]) -> dict[str, Any]:
     tool, reasoning = parsers(str(config.get("model_type") or model_type), repo)
     weights = info.get("weight_files") or {}
     fmt = quant_format(config, info.get("hf_quant_config"))
-    return {
-        "id": re.sub(r"[^A-Za-z0-9_.-]+", "_", repo.replace("/", "__")),
-        "display_name": repo,
-        "hf_repo": repo,
-        "hf_revision": str(info["sha"]),
-        "hf_revision_note": f"resolved from {info.get('revision', 'main')!r} when the plan was made",
-        "hf_config": config,
-        **({"hf_quant_config": dict(info["hf_quant_config"])} if info.get("hf_quant_config") else {}),
-        "checkpoint_bytes": int(info.get("checkpoint_bytes") or 0),
-        "checkpoint_shards": len(weights),
-        "checkpoint_note": "summed from the repository's weight files",
-        "quant_format": "gguf" if weights and all(str(w).endswith(".gguf") for w in weights) else fmt,
-        "engine": "vllm",
-        "engine_min_version": "0.10.0",
-        "tool_call_parser": tool,
-        "reasoning_parser": reasoning,
-        "parsers_note": (
-            f"from the model family {model_type!r}"
-            if (tool or reasoning)
-            else f"none: the family {model_type!r} is not in the parser table; set them in a catalog entry"
-        ),
-        "chat_template": bool(info.get("chat_template")),
-        "trust_remote_code": False,
-        "engine_args": {},
-        "engine_env": {},
-        "mla": bool(text.get("kv_lora_rank")),
-        "supports_dcp": bool(text.get("kv_lora_rank")),
-        "patches": [],
-        "known_issues": [],
-        "quality_probes": GENERIC_PROBES,
-        "quality_min_pass_ratio": GENERIC_MIN_PASS_RATIO,
-        "quality_note": "generic probes (no model-specific ones): 4 of 5 must pass",
-        "sources": [f"{repo}@{info['sha']}: config.json and the file listing, read by the plan"],
-    }
+    return model_complete(
+        {
+            "id": re.sub(r"[^A-Za-z0-9_.-]+", "_", repo.replace("/", "__")),
+            "display_name": repo,
+            "hf_repo": repo,
+            "hf_revision": str(info["sha"]),
+            "hf_revision_note": f"resolved from {info.get('revision', 'main')!r} when the plan was made",
+            "hf_config": config,
+            **({"hf_quant_config": dict(info["hf_quant_config"])} if info.get("hf_quant_config") else {}),
+            "checkpoint_bytes": int(info.get("checkpoint_bytes") or 0),
+            "checkpoint_shards": len(weights),
+            "checkpoint_note": "summed from the repository's weight files",
+            "quant_format": "gguf" if weights and all(str(w).endswith(".gguf") for w in weights) else fmt,
+            "engine": "vllm",
+            "engine_min_version": "0.10.0",
+            "tool_call_parser": tool,
+            "reasoning_parser": reasoning,
+            "parsers_note": (
+                f"from the model family {model_type!r}"
+                if (tool or reasoning)
+                else f"none: the family {model_type!r} is not in the parser table (a catalog entry sets them)"
+            ),
+            "chat_template": bool(info.get("chat_template")),
+            "trust_remote_code": False,
+            "engine_args": {},
+            "engine_env": {},
+            "patches": [],
+            "known_issues": [],
+            "quality_probes": GENERIC_PROBES,
+            "quality_min_pass_ratio": GENERIC_MIN_PASS_RATIO,
+            "quality_note": "generic probes (no model-specific ones): 4 of 5 must pass",
+            "sources": [f"{repo}@{info['sha']}: config.json and the file listing, read by the plan"],
+        }
+    )
+
+
+def model_complete(model: Mapping[str, Any]) -> dict[str, Any]:
+    """A catalog or hub-derived entry with the values derivable from its config.json filled in where the
+    entry does not set them (it overrides): quant_format, families (known_issues.model_families), mla and
+    supports_dcp (MLA without the sparse indexer: vLLM's decode context parallel shards its latent cache)."""
+    out = dict(model)
+    config = out.get("hf_config") if isinstance(out.get("hf_config"), Mapping) else {}
+    if not out.get("quant_format"):
+        out["quant_format"] = quant_format(config, out.get("hf_quant_config"))
+    families = out.get("families")
+    if not isinstance(families, list):
+        families = known_issues.model_families(config, str(out["quant_format"]))
+        out["families"] = families
+    out.setdefault("mla", "mla" in families)
+    out.setdefault("supports_dcp", "mla" in families and "sparse_mla" not in families)
+    return out
+
+
+# What the hub read is the truth for these: a catalog entry's copies are its offline snapshot.
+HUB_KEYS = (
+    "hf_repo",
+    "hf_revision",
+    "hf_revision_note",
+    "hf_config",
+    "hf_quant_config",
+    "checkpoint_bytes",
+    "checkpoint_shards",
+    "checkpoint_note",
+    "chat_template",
+)
+# Derived again after the merge unless the catalog entry sets them.
+DERIVED_KEYS = ("families", "mla", "supports_dcp", "quant_format")
+
+
+def model_merge(hub: Mapping[str, Any], catalog: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The hub-derived entry with a catalog entry's own values over it (parsers, probes, patches, pins,
+    engine options, overrides); config, files and commit stay the hub's."""
+    if not catalog:
+        return model_complete(hub)
+    out = {k: v for k, v in hub.items() if k not in DERIVED_KEYS}
+    out.update({k: v for k, v in catalog.items() if k not in HUB_KEYS})
+    out["sources"] = [*(catalog.get("sources") or []), *(hub.get("sources") or [])]
+    out["parsers_note"] = f"from the catalog entry {catalog.get('id')!r}"
+    return model_complete(out)
 
 
 def _registry() -> dict[str, dict[str, Any]]:

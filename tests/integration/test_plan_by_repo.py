@@ -14,7 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import ROOT, Hub
+from gated_hub import gated_hub
 
 pytestmark = pytest.mark.slow
 CLI = ROOT / "bin" / "llm-plan"
@@ -158,3 +160,197 @@ def test_an_architecture_the_release_lacks_is_refused_with_what_serves_it(hub: H
     assert "llm_model_repo=acme/bailing with llm_plan_vllm_version=0.22.0 is refused" in out.stdout, (
         out.stdout[-3000:]
     )
+
+
+def _deploy_plan(*extra: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
+        "ANSIBLE_DEPRECATION_WARNINGS": "false",
+    }
+    cmd = [
+        str(Path(sys.executable).parent / "ansible-playbook"),
+        str(ROOT / "playbooks" / "deploy_model.yml"),
+        "-e",
+        "llm_deploy_plan_only=true",
+        *extra,
+    ]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=300)
+
+
+def _families(config: dict) -> list[str]:
+    """The families the rules are keyed by, read from the config here independently of the code under test."""
+    text = config.get("text_config", config)
+    found = []
+    if text.get("kv_lora_rank"):
+        found.append("mla")
+        if text.get("index_topk"):
+            found.append("sparse_mla")
+    experts = next(
+        (text[k] for k in ("n_routed_experts", "num_experts", "num_local_experts") if k in text), 0
+    )
+    if (experts or 0) > 1:
+        found.append("moe")
+    if config.get("vision_config") or config.get("audio_config"):
+        found.append("multimodal")
+    return found
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
+def test_deploy_plan_mode_by_repo_id(hub: Hub, path: Path) -> None:
+    """deploy_model.yml -e llm_model_repo=... in plan mode: the model is read on the controller at one commit,
+    its derived values follow its config, and the deploy's plan is plan.yml's plan of the same repository."""
+    repo = "deploy-" + path.stem.replace("__", "/", 1)
+    config = json.loads(path.read_text())
+    sha, total = publish(hub, repo, path.read_bytes(), shard_bytes=(3_000_000,))
+    common = (
+        "-e",
+        f"llm_model_repo={repo}",
+        "-e",
+        f"llm_hf_endpoint={hub.endpoint}",
+        "-e",
+        "llm_hardware_name=h200_x8",
+    )
+    out = _deploy_plan(*common, "-e", "llm_vllm_version=0.32.0")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert json.loads(out.stdout)["stats"]["localhost"]["changed"] == 0
+    model = _facts(out.stdout)
+    assert (model["hf_repo"], model["hf_revision"], model["checkpoint_bytes"]) == (repo, sha, total)
+    assert model["hf_config"] == config
+    assert model["families"] == _families(config)
+    assert model["supports_dcp"] == ("mla" in model["families"] and "sparse_mla" not in model["families"])
+    text = config.get("text_config", config)
+    family = config.get("model_type") or text.get("model_type")
+    if family in ("qwen3", "qwen3_moe") and "Coder" not in repo:
+        assert (model["tool_call_parser"], model["reasoning_parser"]) == ("hermes", "qwen3")
+    elif family == "llama":
+        assert (model["tool_call_parser"], model["reasoning_parser"]) == ("llama3_json", None)
+    elif family == "gpt_oss":
+        assert (model["tool_call_parser"], model["reasoning_parser"]) == ("openai", "openai_gptoss")
+    if model["tool_call_parser"] is None:
+        assert model["parsers_note"].startswith("none:")
+    plan = _facts(out.stdout, "llm_plan_result")
+    assert plan["engine_version"] == "0.32.0" and plan["hf_repo"] == repo
+    by_plan = _playbook(*common, "-e", "llm_plan_vllm_version=0.32.0")
+    assert by_plan.returncode == 0, by_plan.stdout[-2000:]
+    same = _facts(by_plan.stdout, "llm_plan_result")
+    for key in (
+        "tensor_parallel_size",
+        "kv_cache_dtype",
+        "max_model_len",
+        "engine_args",
+        "engine_env",
+        "plan",
+    ):
+        assert plan[key] == same[key], key
+
+
+def test_a_catalog_model_by_repo_id_is_its_catalog_plan(hub: Hub, tmp_path: Path) -> None:
+    """tiny_test published on the mirror at its catalog size: by repository id the catalog entry is found by
+    its hf_repo and laid over what the hub says, and the plan is the catalog entry's plan."""
+    entry = yaml.safe_load((ROOT / "catalog" / "models" / "tiny_test.yml").read_text())["llm_model"]
+    sha, total = publish(
+        hub,
+        entry["hf_repo"],
+        json.dumps(entry["hf_config"]).encode(),
+        shard_bytes=(entry["checkpoint_bytes"],),
+    )
+    by_name = _playbook("-e", "llm_model_name=tiny_test", "-e", "llm_hardware_name=h200_x1")
+    by_repo = _playbook(
+        "-e",
+        f"llm_model_repo={entry['hf_repo']}",
+        "-e",
+        f"llm_hf_endpoint={hub.endpoint}",
+        "-e",
+        "llm_hardware_name=h200_x1",
+    )
+    assert by_name.returncode == 0 and by_repo.returncode == 0, by_repo.stdout[-3000:]
+    a, b = _facts(by_name.stdout, "llm_plan_result"), _facts(by_repo.stdout, "llm_plan_result")
+    model = _facts(by_repo.stdout)
+    assert model["hf_revision"] == sha and model["checkpoint_bytes"] == total == entry["checkpoint_bytes"]
+    # The catalog's own values win: parsers, probes, quality threshold, engine options.
+    for key in (
+        "tool_call_parser",
+        "reasoning_parser",
+        "quality_probes",
+        "quality_min_pass_ratio",
+        "engine_args",
+        "id",
+    ):
+        assert model[key] == entry[key], key
+    assert {k: v for k, v in a.items() if k != "hf_repo"} == {k: v for k, v in b.items() if k != "hf_repo"}
+
+
+@pytest.mark.parametrize("name", ["kimi_k2_5_nvfp4", "glm5_nvfp4", "glm5_ud_q4_k_xl_gguf"])
+def test_big_catalog_models_by_repo_id_keep_their_settings(hub: Hub, name: str) -> None:
+    """The frontier entries published with their recorded configs (and small weight files): by repository id
+    the same rules fire, the same patches apply and the same parsers are used as from the catalog alone."""
+    entry = yaml.safe_load((ROOT / "catalog" / "models" / f"{name}.yml").read_text())["llm_model"]
+    files: dict[str, bytes | Path] = {
+        "config.json": json.dumps(entry["hf_config"]).encode(),
+        "tokenizer_config.json": b'{"chat_template": "{{ x }}"}',
+        "model-00001-of-00001.safetensors": b"\x01" * 2_000_000,
+    }
+    if entry.get("hf_quant_config"):
+        files["hf_quant_config.json"] = json.dumps(entry["hf_quant_config"]).encode()
+    repo = entry["hf_repo"]
+    hub.make_repo(repo, files)
+    common = ("-e", "llm_hardware_name=rtx_pro_6000_x8", "-e", "llm_plan_vllm_version=0.19.1")
+    by_name = _playbook("-e", f"llm_model_name={name}", *common)
+    by_repo = _playbook("-e", f"llm_model_repo={repo}", "-e", f"llm_hf_endpoint={hub.endpoint}", *common)
+    assert by_name.returncode == 0 and by_repo.returncode == 0, by_repo.stdout[-3000:]
+    a, b = _facts(by_name.stdout, "llm_plan_result"), _facts(by_repo.stdout, "llm_plan_result")
+    for key in (
+        "engine_args",
+        "engine_env",
+        "patches",
+        "kv_cache_dtypes_unavailable",
+        "families",
+        "refusals",
+    ):
+        assert a[key] == b[key], key
+    assert [n["id"] for n in a["settings_notes"]] == [n["id"] for n in b["settings_notes"]]
+    model = _facts(by_repo.stdout)
+    assert (model["tool_call_parser"], model["reasoning_parser"]) == (
+        entry["tool_call_parser"],
+        entry["reasoning_parser"],
+    )
+
+
+def test_a_gated_repo_needs_the_token_and_the_token_stays_secret(hub: Hub, tmp_path: Path) -> None:
+    token = "hf_gatedSECRET123456789"
+    repo = "gated/Qwen3-1.7B"
+    publish(hub, repo, (ROOT / "tests/data/model_configs/Qwen__Qwen3-1.7B.json").read_bytes())
+    with gated_hub(hub.endpoint, {repo}, token) as gate:
+        env = {"PATH": "/usr/bin:/bin", "HF_TOKEN_PATH": "/nonexistent"}
+        bare = llm_plan("--model", repo, "--hf-endpoint", gate.endpoint, *PLAN_ARGS, env=env)
+        assert bare.returncode == 2
+        assert f"{repo} is a gated repository and no token was given (HTTP 401)" in bare.stderr, bare.stderr
+        assert "HF_TOKEN" in bare.stderr
+        wrong = llm_plan(
+            "--model", repo, "--hf-endpoint", gate.endpoint, *PLAN_ARGS, env={**env, "HF_TOKEN": "hf_nope"}
+        )
+        assert wrong.returncode == 2 and "the token given has no access to it (HTTP 403)" in wrong.stderr
+        ok = llm_plan(
+            "--model", repo, "--hf-endpoint", gate.endpoint, *PLAN_ARGS, env={**env, "HF_TOKEN": token}
+        )
+        assert ok.returncode == 0, ok.stderr
+        assert token not in ok.stdout + ok.stderr
+
+        refused = _playbook("-e", f"llm_model_repo={repo}", "-e", f"llm_hf_endpoint={gate.endpoint}")
+        assert refused.returncode != 0
+        assert (
+            "no token was given" in refused.stdout
+            and "hf_token (an ansible-vault variable)" in refused.stdout
+        )
+        secrets = tmp_path / "vault.yml"
+        secrets.write_text(f"hf_token: {token}\n")
+        planned = _playbook(
+            "-e", f"llm_model_repo={repo}", "-e", f"llm_hf_endpoint={gate.endpoint}", "-e", f"@{secrets}"
+        )
+        assert planned.returncode == 0, planned.stdout[-3000:]
+        assert _facts(planned.stdout)["hf_repo"] == repo
+        assert token not in planned.stdout + planned.stderr
+        # The token travelled as the bearer header only.
+        assert set(gate.seen_auth) <= {f"Bearer {token}", "Bearer hf_nope"}

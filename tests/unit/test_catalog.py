@@ -22,6 +22,8 @@ _SPEC = importlib.util.spec_from_file_location(
 assert _SPEC is not None and _SPEC.loader is not None
 rep = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(rep)
+import known_issues  # noqa: E402 - plugins/module_utils is on sys.path (tests/unit/conftest.py)
+import model_entry  # noqa: E402
 
 MODEL_KEYS: dict[str, type | tuple[type, ...]] = {
     "id": str,
@@ -30,7 +32,6 @@ MODEL_KEYS: dict[str, type | tuple[type, ...]] = {
     "hf_revision": str,
     "hf_config": dict,
     "checkpoint_bytes": int,
-    "quant_format": str,
     "engine": str,
     "engine_min_version": str,
     "tool_call_parser": (str, type(None)),
@@ -38,8 +39,6 @@ MODEL_KEYS: dict[str, type | tuple[type, ...]] = {
     "trust_remote_code": bool,
     "engine_args": dict,
     "engine_env": dict,
-    "mla": bool,
-    "supports_dcp": bool,
     "patches": list,
     "known_issues": list,
     "quality_probes": list,
@@ -97,7 +96,8 @@ def test_model_schema(path: Path) -> None:
 
 @pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem)
 def test_model_architecture_values_for_the_planner(path: Path) -> None:
-    model = _load(path, "llm_model")
+    model = model_entry.model_complete(_load(path, "llm_model"))
+    assert isinstance(model["quant_format"], str) and model["quant_format"], path.name
     text = _text(model["hf_config"])
     for key in (
         "num_hidden_layers",
@@ -165,10 +165,15 @@ def test_patches_and_known_issues_are_well_formed(path: Path) -> None:
             doc = doc[part]
         assert leaf in doc, f"{path.name}: {patch['json_path']} not in {patch['file']}"
         rep.condition_matches(patch["when"], {})
+    shared = {r["id"] for r in known_issues.load_rules()}
     for issue in model["known_issues"]:
         assert {"id", "summary", "when", "sources"} <= set(issue)
         assert issue["sources"]
         rep.condition_matches(issue["when"], {})
+        # A copy of a shared rule belongs in catalog/known_issues.yml, not in the entry.
+        assert issue["id"] not in shared, (
+            f"{path.name}: {issue['id']} repeats a rule of catalog/known_issues.yml"
+        )
     # Every fact a rule may test must make every rule evaluate without error.
     for hardware_path in HARDWARE:
         rep.llm_plan_settings(model, _load(hardware_path, "llm_hardware"), "0.22.0")

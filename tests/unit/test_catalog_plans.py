@@ -50,7 +50,7 @@ def test_kv_bytes_per_token_follow_the_catalog_geometry(model_path: Path) -> Non
     text = model["hf_config"].get("text_config", model["hf_config"])
     layers = text["num_hidden_layers"]
     extra = 0
-    if model["mla"]:
+    if text.get("kv_lora_rank"):
         expected = layers * (text["kv_lora_rank"] + text["qk_rope_head_dim"]) * 2
         # DeepSeek sparse attention (GLM-5) adds an indexer key cache of at most index_head_dim x 2 bytes.
         extra = layers * text.get("index_head_dim", 0) * 2

@@ -174,11 +174,18 @@ def test_own_dir(path, ok):
     assert di.is_own_dir(path) is ok
 
 
-def test_a_plan_only_input_is_refused_with_the_way_to_deploy_it() -> None:
-    problems = di.input_problems({"llm_model_repo": "Qwen/Qwen3-32B"})
-    assert len(problems) == 1
-    assert problems[0].startswith('llm_model_repo="Qwen/Qwen3-32B" is refused')
-    assert "playbooks/plan.yml only" in problems[0] and "llm_model_name" in problems[0]
+@pytest.mark.parametrize("repo", ["Qwen/Qwen3-32B", "meta-llama/Llama-3.1-8B-Instruct", "a/b.c-d_e"])
+def test_a_repository_id_is_a_deploy_input(repo: str) -> None:
+    assert di.input_problems({"llm_model_repo": repo}) == []
+
+
+@pytest.mark.parametrize(
+    "repo", ["Qwen3-32B", "Qwen/Qwen3/32B", "../etc/passwd", "Qwen/..", "Qwen/Qwen3-32B@main", "a/b c", "", 7]
+)
+def test_a_bad_repository_id_is_refused_naming_the_revision_variable(repo: object) -> None:
+    problems = di.input_problems({"llm_model_repo": repo})
+    assert len(problems) == 1 and problems[0].startswith("llm_model_repo=")
+    assert "is refused: a hub repository id ORG/NAME" in problems[0] and "llm_model_revision" in problems[0]
 
 
 def test_passthrough_engine_args_drop_what_the_deploy_sets() -> None:

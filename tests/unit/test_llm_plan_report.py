@@ -136,9 +136,9 @@ def test_issues_without_settings_are_still_reported() -> None:
     glm5 = _catalog("models", "glm5_nvfp4")
     on_sm120 = rep.llm_plan_settings(glm5, RTX, "0.22.0")
     reported = {n["id"] for n in on_sm120["notes"] if n["setting"] == "known issue"}
-    assert "sm120_glm5_no_sparse_mla_backend" in reported
+    assert "sm120_sparse_mla_no_backend" in reported
     on_hopper = rep.llm_plan_settings(glm5, H200, "0.22.0")
-    assert "sm120_glm5_no_sparse_mla_backend" not in {n["id"] for n in on_hopper["notes"]}
+    assert "sm120_sparse_mla_no_backend" not in {n["id"] for n in on_hopper["notes"]}
 
 
 def test_settings_reject_bad_engine_version() -> None:
@@ -147,8 +147,8 @@ def test_settings_reject_bad_engine_version() -> None:
 
 
 def test_settings_name_the_issue_with_a_bad_condition() -> None:
-    model = {"known_issues": [{"id": "bad", "summary": "x", "when": {"colour": ["red"]}}]}
-    with pytest.raises(AnsibleFilterError, match="known issue 'bad'"):
+    model = {"known_issues": [{"id": "bad", "summary": "x", "sources": ["s"], "when": {"colour": ["red"]}}]}
+    with pytest.raises(AnsibleFilterError, match=r"rule bad: unknown condition key\(s\) \['colour'\]"):
         rep.llm_plan_settings(model, RTX, "0.22.0")
 
 

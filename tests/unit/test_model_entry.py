@@ -99,7 +99,12 @@ def test_generic_probes_are_real_questions_with_a_threshold() -> None:
     ("arch", "version", "problem", "note"),
     [
         ("Qwen3ForCausalLM", "0.22.0", "", ""),
-        ("BailingMoeV3ForCausalLM", "0.22.0", "vLLM 0.32.0 has it (llm_vllm_version / --vllm-version)", ""),
+        (
+            "BailingMoeV3ForCausalLM",
+            "0.22.0",
+            "vLLM 0.32.0, 0.33.0 has it (llm_vllm_version / --vllm-version)",
+            "",
+        ),
         (
             "ArcticForCausalLM",
             "0.32.0",
@@ -114,7 +119,12 @@ def test_generic_probes_are_real_questions_with_a_threshold() -> None:
         ),
         ("NoSuchForCausalLM", "0.22.0", "no recorded vLLM release has it", ""),
         ("ArceeForCausalLM", "0.32.0", "", "through its Transformers backend"),
-        ("NoSuchForCausalLM", "0.33.0", "", "not recorded here (recorded: 0.22.0, 0.32.0); not checked"),
+        (
+            "NoSuchForCausalLM",
+            "0.34.0",
+            "",
+            "not recorded here (recorded: 0.22.0, 0.32.0, 0.33.0); not checked",
+        ),
     ],
 )
 def test_architecture_against_the_release_registry(arch: str, version: str, problem: str, note: str) -> None:
