@@ -250,7 +250,8 @@ INPUTS: dict[str, Input] = {
     "llm_vllm_version": Input(
         None,
         _is_version,
-        "a vLLM release X.Y.Z (0.22.0 is the tested GPU pin, 0.32.0 the CPU one), or leave it unset",
+        "a vLLM release X.Y.Z (0.33.0 is the GPU default, 0.22.0 the release run on real GPUs here, "
+        "0.32.0 the CPU one), or leave it unset",
     ),
     "llm_tensor_parallel_size": Input(
         1,

@@ -15,9 +15,11 @@ from ansible.errors import AnsibleFilterError
 
 try:  # the collection's module_utils package, or the directory itself on sys.path (unit tests, bin/)
     from . import known_issues as _rules
+    from . import llm_capacity as _capacity
     from . import model_entry as _entry
 except ImportError:
     import known_issues as _rules  # type: ignore[no-redef]
+    import llm_capacity as _capacity  # type: ignore[no-redef]
     import model_entry as _entry  # type: ignore[no-redef]
 
 _KV_DTYPES = ("auto", "bfloat16", "fp8")
@@ -174,6 +176,11 @@ def llm_plan_settings(
         )
         out["notes"].append(_note("vllm_model_registry", "refused", problem))
     out["notes"].extend(_note("vllm_model_registry", "note", n) for n in arch_notes)
+    for problem in _entry.parser_problems(model, engine_version):
+        out["refusals"].append(
+            {"id": "vllm_parser_registry", "reason": problem, "fix": problem.partition("; ")[2]}
+        )
+        out["notes"].append(_note("vllm_parser_registry", "refused", problem))
     return out
 
 
@@ -309,7 +316,9 @@ def llm_plan_assemble(
     refusals = [dict(r) for r in settings.get("refusals") or []]
     fits = bool(plan.get("fits")) and chosen["kv_cache_dtype"] not in unavailable and not refusals
     reasons[:0] = [
-        r["reason"] if r["id"] == "vllm_model_registry" else f"{r['id']}: {r['reason']} Instead: {r['fix']}"
+        r["reason"]
+        if r["id"] in ("vllm_model_registry", "vllm_parser_registry")
+        else f"{r['id']}: {r['reason']} Instead: {r['fix']}"
         for r in refusals
     ]
     engine_args = dict(settings.get("engine_args") or {})
@@ -317,6 +326,7 @@ def llm_plan_assemble(
         "model_id": model.get("id"),
         "model_name": model.get("display_name") or model.get("id"),
         "hf_repo": model.get("hf_repo"),
+        "hf_revision": model.get("hf_revision"),
         "hardware_id": hardware.get("id"),
         "hardware": {
             k: hardware.get(k)
@@ -324,6 +334,8 @@ def llm_plan_assemble(
         },
         "engine": "vllm",
         "engine_version": engine_version,
+        "engine_versions_modeled": _capacity.modeled_range_text(),
+        "engine_version_run_on_real_gpus": _capacity.PROVEN_VLLM_VERSION,
         "tensor_parallel_size": int(layout["tensor_parallel_size"]),
         "pipeline_parallel_size": int(layout["pipeline_parallel_size"]),
         "data_parallel_size": int(layout["data_parallel_size"]),
@@ -384,7 +396,8 @@ def llm_plan_table(result: Mapping[str, Any]) -> list[str]:
     plan = result["plan"]
     unavailable = set(result.get("kv_cache_dtypes_unavailable") or [])
     lines = [
-        f"Model:    {result.get('model_name')} ({result.get('hf_repo')})",
+        f"Model:    {result.get('model_name')} "
+        f"({result.get('hf_repo')}@{result.get('hf_revision') or 'main'})",
         (
             f"Hardware: {hw.get('gpu_count')} x {hw.get('gpu_name')}, "
             f"{_num(hw.get('gpu_memory_gib'))} GiB each, "
@@ -396,6 +409,10 @@ def llm_plan_table(result: Mapping[str, Any]) -> list[str]:
             f"{result['data_parallel_size']}, expert parallel "
             f"{'on' if result['enable_expert_parallel'] else 'off'}, "
             f"gpu_memory_utilization {result['gpu_memory_utilization']}"
+        ),
+        (
+            f"          the planner models vLLM {result.get('engine_versions_modeled', '?')}; "
+            f"{result.get('engine_version_run_on_real_gpus', '?')} is the release run on real GPUs here"
         ),
         f"Weights per GPU: {_num(plan.get('weights_gib_per_gpu'))} GiB",
         "",

@@ -20,8 +20,9 @@ except ImportError:
     import known_issues  # type: ignore[no-redef]
 
 # model_type -> (tool-call parser, reasoning parser), vLLM's registered names (vllm/tool_parsers/__init__.py
-# and vllm/reasoning/__init__.py of vLLM 0.22.0; the tool-calling page of vLLM's documentation names the
-# families). Name patterns refine a family where one model_type covers several (Qwen3-Coder, DeepSeek-R1).
+# and vllm/reasoning/__init__.py of vLLM 0.22.0 and 0.33.0, recorded in vllm_parsers.json; the tool-calling
+# page of vLLM's documentation names the families; GLM-5 and DeepSeek-V3.2 from vllm-project/recipes).
+# Name patterns refine a family where one model_type covers several (Qwen3-Coder, DeepSeek-R1).
 PARSERS: dict[str, tuple[str | None, str | None]] = {
     "qwen2": ("hermes", None),
     "qwen2_moe": ("hermes", None),
@@ -37,6 +38,8 @@ PARSERS: dict[str, tuple[str | None, str | None]] = {
     "kimi_k2": ("kimi_k2", "kimi_k2"),
     "kimi_k25": ("kimi_k2", "kimi_k2"),
     "glm4_moe": ("glm45", "glm45"),
+    "glm_moe_dsa": ("glm47", "glm45"),
+    "deepseek_v32": ("deepseek_v32", "deepseek_v3"),
     "gpt_oss": ("openai", "openai_gptoss"),
 }
 NAME_OVERRIDES: list[tuple[str, str, tuple[str | None, str | None]]] = [
@@ -185,6 +188,30 @@ def _registry() -> dict[str, dict[str, Any]]:
     path = Path(__file__).with_name("vllm_architectures.json")
     data = json.loads(path.read_text(encoding="utf-8"))
     return {k: v for k, v in data.items() if not k.startswith("_")}
+
+
+def parser_problems(model: Mapping[str, Any], vllm_version: str) -> list[str]:
+    """A tool-call or reasoning parser the chosen release does not register (vLLM refuses to start with
+    it); nothing is said for a release whose parser names are not recorded in vllm_parsers.json."""
+    data = json.loads(Path(__file__).with_name("vllm_parsers.json").read_text(encoding="utf-8"))
+    release = str(vllm_version).partition("+")[0]
+    if release not in data:
+        return []
+    problems = []
+    for kind, key in (("tool", "tool_call_parser"), ("reasoning", "reasoning_parser")):
+        name = model.get(key)
+        if name and str(name) not in data[release][kind]:
+            others = [v for v in sorted(data) if not v.startswith("_") and str(name) in data[v][kind]]
+            where = (
+                f"vLLM {', '.join(others)} registers it"
+                if others
+                else "no recorded vLLM release registers it"
+            )
+            problems.append(
+                f"{kind} parser {name!r} ({key}) is not registered in vLLM {release}: {where}; set {key} "
+                f"in the model's catalog entry to one of that release's names"
+            )
+    return problems
 
 
 def architecture_problems(config: Mapping[str, Any], vllm_version: str) -> tuple[list[str], list[str]]:

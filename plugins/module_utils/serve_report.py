@@ -359,7 +359,7 @@ def _throughput_summary(tp: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def serve_verify_report(observations: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
-    """Judge one endpoint. settings: model, tool_call_parser, reasoning_parser, min_pass_ratio,
+    """Judge one endpoint. settings: model, checkpoint, tool_call_parser, reasoning_parser, min_pass_ratio,
     planned_kv_tokens, kv_tolerance, engine_log (text), log_tail_lines, engine_args, gpu_facts, base_url."""
     if not isinstance(observations, Mapping) or "health" not in observations:
         raise _fail("serve_verify_report", "expected the serve_verify_probe module's `observations` dict")
@@ -405,6 +405,7 @@ def serve_verify_report(observations: Mapping[str, Any], settings: Mapping[str, 
     return {
         "passed": passed,
         "model": model,
+        "checkpoint": str(settings.get("checkpoint") or "") or None,
         "base_url": observations.get("base_url", settings.get("base_url", "")),
         "engine_version": version.get("version"),
         "engine_args": settings.get("engine_args") or {},
@@ -499,6 +500,7 @@ def serve_verify_markdown(report: Mapping[str, Any]) -> list[str]:
         f"# serve_verify: {report['model']} ({verdict})",
         "",
         f"- endpoint: {report['base_url']}",
+        *([f"- checkpoint: {report['checkpoint']}"] if report.get("checkpoint") else []),
         f"- engine version: {_cell(report.get('engine_version'))}",
         f"- tool-call parser: {_cell(report.get('tool_call_parser'))}; "
         f"reasoning parser: {_cell(report.get('reasoning_parser'))}",

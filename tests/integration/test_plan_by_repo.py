@@ -150,15 +150,45 @@ def test_an_architecture_the_release_lacks_is_refused_with_what_serves_it(hub: H
         "--model", "acme/bailing", "--hf-endpoint", hub.endpoint, *PLAN_ARGS, "--vllm-version", "0.22.0"
     )
     assert old.returncode == 1, old.stderr
-    assert "not in vLLM 0.22.0's model registry: vLLM 0.32.0 has it" in json.loads(old.stdout)["reasons"][-1]
+    assert (
+        "not in vLLM 0.22.0's model registry: vLLM 0.32.0, 0.33.0 has it"
+        in json.loads(old.stdout)["reasons"][-1]
+    )
     new = llm_plan(
         "--model", "acme/bailing", "--hf-endpoint", hub.endpoint, *PLAN_ARGS, "--vllm-version", "0.32.0"
     )
     assert new.returncode == 0 and json.loads(new.stdout)["fits"], new.stderr
-    out = _playbook("-e", "llm_model_repo=acme/bailing", "-e", f"llm_hf_endpoint={hub.endpoint}")
+    out = _playbook(
+        "-e",
+        "llm_model_repo=acme/bailing",
+        "-e",
+        f"llm_hf_endpoint={hub.endpoint}",
+        "-e",
+        "llm_plan_vllm_version=0.22.0",
+    )
     assert out.returncode != 0
-    assert "llm_model_repo=acme/bailing with llm_plan_vllm_version=0.22.0 is refused" in out.stdout, (
+    assert "(acme/bailing) with llm_plan_vllm_version=0.22.0 on rtx_pro_6000_x8 is refused" in out.stdout, (
         out.stdout[-3000:]
+    )
+    assert "Instead: vLLM 0.32.0, 0.33.0 has it" in out.stdout
+    # The deploy refuses it too, in plan mode, before any host, naming its own inputs.
+    deploy = _deploy_plan(
+        "-e",
+        "llm_model_repo=acme/bailing",
+        "-e",
+        f"llm_hf_endpoint={hub.endpoint}",
+        "-e",
+        "llm_vllm_version=0.22.0",
+    )
+    assert deploy.returncode != 0
+    assert (
+        "llm_model_repo=acme/bailing with llm_vllm_version=0.22.0 on llm_hardware_name=rtx_pro_6000_x8"
+        " is refused" in deploy.stdout
+    )
+    # The default release has it: planned.
+    assert (
+        _playbook("-e", "llm_model_repo=acme/bailing", "-e", f"llm_hf_endpoint={hub.endpoint}").returncode
+        == 0
     )
 
 
@@ -279,11 +309,23 @@ def test_a_catalog_model_by_repo_id_is_its_catalog_plan(hub: Hub, tmp_path: Path
         "id",
     ):
         assert model[key] == entry[key], key
-    assert {k: v for k, v in a.items() if k != "hf_repo"} == {k: v for k, v in b.items() if k != "hf_repo"}
+    # Everything but the revision: the catalog names a branch, the hub read resolved it to its commit.
+    assert b["hf_revision"] == sha and a["hf_revision"] == "main"
+    assert {k: v for k, v in a.items() if k != "hf_revision"} == {
+        k: v for k, v in b.items() if k != "hf_revision"
+    }
 
 
-@pytest.mark.parametrize("name", ["kimi_k2_5_nvfp4", "glm5_nvfp4", "glm5_ud_q4_k_xl_gguf"])
-def test_big_catalog_models_by_repo_id_keep_their_settings(hub: Hub, name: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "version"),
+    [
+        ("kimi_k2_5_nvfp4", "0.17.1"),  # old enough for the checkpoint patches and BF16-only KV
+        ("kimi_k2_5_nvfp4", "0.33.0"),
+        ("glm5_nvfp4", "0.33.0"),
+        ("glm5_ud_q4_k_xl_gguf", "0.33.0"),
+    ],
+)
+def test_big_catalog_models_by_repo_id_keep_their_settings(hub: Hub, name: str, version: str) -> None:
     """The frontier entries published with their recorded configs (and small weight files): by repository id
     the same rules fire, the same patches apply and the same parsers are used as from the catalog alone."""
     entry = yaml.safe_load((ROOT / "catalog" / "models" / f"{name}.yml").read_text())["llm_model"]
@@ -296,7 +338,7 @@ def test_big_catalog_models_by_repo_id_keep_their_settings(hub: Hub, name: str) 
         files["hf_quant_config.json"] = json.dumps(entry["hf_quant_config"]).encode()
     repo = entry["hf_repo"]
     hub.make_repo(repo, files)
-    common = ("-e", "llm_hardware_name=rtx_pro_6000_x8", "-e", "llm_plan_vllm_version=0.19.1")
+    common = ("-e", "llm_hardware_name=rtx_pro_6000_x8", "-e", f"llm_plan_vllm_version={version}")
     by_name = _playbook("-e", f"llm_model_name={name}", *common)
     by_repo = _playbook("-e", f"llm_model_repo={repo}", "-e", f"llm_hf_endpoint={hub.endpoint}", *common)
     assert by_name.returncode == 0 and by_repo.returncode == 0, by_repo.stdout[-3000:]

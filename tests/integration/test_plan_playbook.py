@@ -98,7 +98,7 @@ def _row_plan(model: dict, hw: dict, layout: dict, row: dict, vllm_version: str)
 
 
 def _check_against_planner(
-    out: str, model_name: str, hardware_name: str, vllm_version: str = "0.22.0"
+    out: str, model_name: str, hardware_name: str, vllm_version: str = cap.DEFAULT_VLLM_VERSION
 ) -> list[dict]:
     model, hw = _catalog("models", model_name), _catalog("hardware", hardware_name)
     layout, rows = _parse(out)
@@ -158,7 +158,8 @@ def test_default_is_kimi_on_8x_rtx_pro_6000() -> None:
     # SM120 settings forced by the catalog's known issues and the PCIe hardware profile.
     assert "--attention-backend TRITON_MLA" in out
     assert "env NCCL_P2P_LEVEL=SYS" in out
-    assert "no checkpoint patch on 0.22.0" in out
+    assert f"no checkpoint patch on {cap.DEFAULT_VLLM_VERSION}" in out
+    assert "the planner models vLLM 0.10-0.33; 0.22.0 is the release run on real GPUs here" in out
     assert "recommend decode_context_parallel_size" in out
 
 
@@ -190,7 +191,7 @@ def test_other_catalog_combinations(model: str, hardware: str) -> None:
     assert result.returncode == 0, out[-3000:]
     _recap_ok(out)
     _check_against_planner(out, model, hardware)
-    assert f"({_catalog('models', model)['hf_repo']})" in out
+    assert f"({_catalog('models', model)['hf_repo']}@main)" in out
 
 
 def test_tiny_model_on_eight_gpus_runs_data_parallel() -> None:
@@ -266,5 +267,5 @@ def _check_against_planner_rows_only(out: str) -> None:
     model, hw = _catalog("models", "kimi_k2_5_nvfp4"), _catalog("hardware", "rtx_pro_6000_x8")
     layout, rows = _parse(out)
     for row in rows:
-        plan = _row_plan(model, hw, layout, row, "0.22.0")
+        plan = _row_plan(model, hw, layout, row, cap.DEFAULT_VLLM_VERSION)
         assert int(row["tokens"].replace(",", "")) == plan["kv_cache_tokens"], row

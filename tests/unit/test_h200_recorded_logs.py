@@ -222,8 +222,12 @@ def test_model_runner_v2_architectures_get_no_graph_estimate():
     assert not llm_capacity.v2_runner_skips_graph_estimate(["LlamaForCausalLM"], (0, 25, 0))
     assert not llm_capacity.v2_runner_skips_graph_estimate(["Qwen3ForCausalLM"], (0, 19, 0))
     qwen3 = config | {"architectures": ["Qwen3ForCausalLM"]}
-    v1 = llm_capacity.plan_memory(config, gpu_memory_gib=139.8, weights_gib_per_gpu=0.3, max_model_len=4096)
-    v2 = llm_capacity.plan_memory(qwen3, gpu_memory_gib=139.8, weights_gib_per_gpu=0.3, max_model_len=4096)
+    v1 = llm_capacity.plan_memory(
+        config, gpu_memory_gib=139.8, weights_gib_per_gpu=0.3, max_model_len=4096, vllm_version="0.22.0"
+    )
+    v2 = llm_capacity.plan_memory(
+        qwen3, gpu_memory_gib=139.8, weights_gib_per_gpu=0.3, max_model_len=4096, vllm_version="0.22.0"
+    )
     assert v1["cudagraph_gib"] > 0.1 and v2["cudagraph_gib"] == 0
     assert v2["kv_cache_gib_per_gpu"] - v1["kv_cache_gib_per_gpu"] == pytest.approx(
         v1["cudagraph_gib"], abs=2e-3

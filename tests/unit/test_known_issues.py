@@ -79,21 +79,31 @@ def test_one_rule_serves_every_model_of_its_family() -> None:
     on_sm120 = rep.llm_plan_settings(hub, RTX, "0.22.0")
     assert on_sm120["engine_args"] == {"attention-backend": "TRITON_MLA"}
     assert on_sm120["recommends"] == {"decode_context_parallel_size": "tensor_parallel_size"}
-    old = rep.llm_plan_settings(hub, RTX, "0.19.1")
-    assert old["kv_cache_dtypes_unavailable"] == ["fp8"]
+    assert rep.llm_plan_settings(hub, RTX, "0.17.1")["kv_cache_dtypes_unavailable"] == ["fp8"]
+    assert rep.llm_plan_settings(hub, RTX, "0.18.0")["kv_cache_dtypes_unavailable"] == []
     on_hopper = rep.llm_plan_settings(hub, H200, "0.22.0")
     assert "attention-backend" not in on_hopper["engine_args"]
-    # Not NVFP4: the NVFP4 kernel rules stay quiet.
-    assert "VLLM_DISABLED_KERNELS" not in on_sm120["engine_env"]
+    # TRITON_MLA takes no FP8 cache below SM 8.9 on any release.
+    ampere = {**H200, "compute_capability": "8.0"}
+    assert rep.llm_plan_settings(hub, ampere, "0.33.0")["kv_cache_dtypes_unavailable"] == ["fp8"]
+    # Not NVFP4: the NVFP4 rules stay quiet.
+    assert not any(n["id"].startswith("nvfp4") for n in on_hopper["notes"])
 
 
 def test_nvfp4_rules_fire_on_format_gpu_and_release() -> None:
     glm5 = _catalog("models", "glm5_nvfp4")
     assert rep.llm_plan_settings(glm5, B200, "0.22.0")["engine_env"]["VLLM_USE_FLASHINFER_MOE_FP4"] == "1"
+    # No release from 0.24.0 reads the variable: it is not set there.
+    assert "VLLM_USE_FLASHINFER_MOE_FP4" not in rep.llm_plan_settings(glm5, B200, "0.33.0")["engine_env"]
     assert "VLLM_USE_FLASHINFER_MOE_FP4" not in rep.llm_plan_settings(glm5, H200, "0.22.0")["engine_env"]
-    rtx_old = rep.llm_plan_settings(glm5, RTX, "0.22.0")["engine_env"]
-    assert rtx_old["VLLM_DISABLED_KERNELS"] == "FlashInferCuteDslNvFp4W4A16LinearKernel"
-    assert "VLLM_DISABLED_KERNELS" not in rep.llm_plan_settings(glm5, RTX, "0.29.1")["engine_env"]
+    # Hopper runs NVFP4 weight-only (Marlin): served, and said so; SM 7.0 cannot run it: refused.
+    hopper = rep.llm_plan_settings(glm5, H200, "0.33.0")
+    assert "nvfp4_weight_only_below_sm100" in {n["id"] for n in hopper["notes"]} and not hopper["refusals"]
+    volta = rep.llm_plan_settings(glm5, {**H200, "compute_capability": "7.0"}, "0.33.0")
+    assert [r["id"] for r in volta["refusals"]] == ["nvfp4_needs_sm75"]
+    assert "nvfp4_weight_only_below_sm100" not in {
+        n["id"] for n in rep.llm_plan_settings(glm5, B200, "0.33.0")["notes"]
+    }
 
 
 def test_an_entry_replaces_or_switches_off_a_rule_by_id() -> None:

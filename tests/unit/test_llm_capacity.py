@@ -483,12 +483,14 @@ def test_numeric_strings_from_ansible_are_accepted():
 
 
 def test_mla_backend_by_compute_capability_and_version():
-    assert lc.mla_backend("12.0", "0.19.1") == {
+    assert lc.mla_backend("12.0", "0.17.1") == {
         "backend": "TRITON_MLA",
         "fp8_kv": False,
         "block_size": 16,
-        "reason": lc.mla_backend("12.0", "0.19.1")["reason"],
+        "reason": lc.mla_backend("12.0", "0.17.1")["reason"],
     }
+    # The 0.18.0 sdist is the first whose TRITON_MLA takes an FP8 cache.
+    assert lc.mla_backend("12.0", "0.18.0")["fp8_kv"] is True
     assert lc.mla_backend("12.0", "0.22.0")["fp8_kv"] is True
     assert lc.mla_backend("9.0", "0.22.0")["backend"] == "FLASH_ATTN_MLA"
     assert lc.mla_backend("9.0", "0.22.0")["fp8_backend"] == "FLASHMLA"
@@ -500,7 +502,7 @@ def test_mla_backend_by_compute_capability_and_version():
 def test_recommend_uses_dcp_and_fp8_only_when_needed():
     cfg = config(DSV2)
     kw = {"gpu_memory_gib": 24, "gpu_count": 4, "compute_capability": "12.0", "target_max_model_len": 131072}
-    old = lc.recommend_layout(cfg, vllm_version="0.19.0", **kw)
+    old = lc.recommend_layout(cfg, vllm_version="0.17.0", **kw)
     assert old["fits"] and old["attention_backend"] == "TRITON_MLA"
     assert old["kv_cache_dtype"] == "bfloat16"  # no FP8 on TRITON_MLA before PR #34597
     assert old["decode_context_parallel_size"] == old["tensor_parallel_size"] == 4
@@ -581,3 +583,22 @@ def test_hybrid_state_dtype_and_align_mode():
     assert align["blocks_per_request"] == fp32["blocks_per_request"] + 3  # 3 linear groups, 2 blocks each
     with pytest.raises(lc.PlanInputError, match="mamba_cache_mode"):
         lc.plan_memory(cfg, gpu_memory_gib=80, mamba_cache_mode="all")
+
+
+def test_flashinfer_mla_block_follows_the_release():
+    # 0.17.1's platforms/cuda.py forced 64; from 0.18.0 the backend's smallest supported size (32) is taken.
+    assert lc.mla_backend("10.0", "0.17.1")["block_size"] == 64
+    assert lc.mla_backend("10.0", "0.18.0")["block_size"] == 32
+    assert lc.mla_backend("10.0", "0.33.0")["block_size"] == 32
+
+
+@pytest.mark.parametrize(("version", "util"), [("0.19.1", 0.9), ("0.20.0", 0.92), ("0.33.0", 0.92)])
+def test_vllm_default_gpu_memory_utilization_by_release(version, util):
+    assert lc.default_gpu_memory_utilization(version) == util
+
+
+def test_sparse_mla_backends_by_gpu_and_release():
+    assert lc.sparse_mla_backend("9.0", "0.22.0")["backend"] == "FLASHMLA_SPARSE"
+    assert lc.sparse_mla_backend("12.0", "0.23.0")["backend"] is None
+    assert lc.sparse_mla_backend("12.0", "0.24.0")["backend"] == "FLASHINFER_MLA_SPARSE_SM120"
+    assert lc.sparse_mla_backend("12.0", "0.33.0")["block_size"] == 64

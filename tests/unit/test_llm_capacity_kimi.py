@@ -114,7 +114,7 @@ def test_recommendation_states_what_sm120_forces():
         gpu_count=8,
         checkpoint_gib=MODEL["checkpoint_bytes"] / GIB,
         compute_capability=HW["compute_capability"],
-        vllm_version="0.19.1",
+        vllm_version="0.17.1",
         target_max_model_len=CONTEXT,
         gpu_memory_utilization=0.93,
     )

@@ -205,3 +205,17 @@ def test_a_context_beyond_the_model_needs_the_override():
     allowed = json.loads(run(*base, "--max-model-len", "1048576", "--allow-long-max-model-len").stdout)
     assert not any("max_position_embeddings" in r for r in allowed["reasons"])
     assert any("max_position_embeddings" in w for w in allowed["warnings"])
+
+
+def test_default_utilization_and_versions_follow_the_release():
+    new = json.loads(run(*BASE, "--max-model-len", "4096", "--json").stdout)
+    assert new["layout"]["gpu_memory_utilization"] == 0.92
+    assert new["vllm_versions"] == {
+        "planned": "0.33.0",
+        "modeled": "0.10-0.33",
+        "run_on_real_gpus_here": "0.22.0",
+    }
+    old = json.loads(run(*BASE, "--max-model-len", "4096", "--vllm-version", "0.19.1", "--json").stdout)
+    assert old["layout"]["gpu_memory_utilization"] == 0.9
+    out = run(*BASE, "--vllm-version", "0.34.0")
+    assert out.returncode == 2 and "--vllm-version" in out.stderr and "0.10.x to 0.33.x" in out.stderr

@@ -110,7 +110,9 @@ def test_kimi_on_sm120_old_engine_forces_triton_mla_bf16_and_the_patch() -> None
         "drop_kv_cache_quant_algo_hf_quant_config",
     ]
     assert s["engine_env"]["NCCL_P2P_LEVEL"] == "SYS"
-    assert s["engine_env"]["VLLM_DISABLED_KERNELS"] == "FlashInferCuteDslNvFp4W4A16LinearKernel"
+    # No release picks FlashInferCuteDslNvFp4W4A16LinearKernel on SM12x (absent before 0.30.0, ranked
+    # below the W4A4 kernels from then on): nothing disables it.
+    assert "VLLM_DISABLED_KERNELS" not in s["engine_env"]
     assert s["recommends"] == {"decode_context_parallel_size": "tensor_parallel_size"}
 
 
@@ -134,11 +136,16 @@ def test_kimi_on_hopper_forces_nothing_model_specific() -> None:
 
 def test_issues_without_settings_are_still_reported() -> None:
     glm5 = _catalog("models", "glm5_nvfp4")
-    on_sm120 = rep.llm_plan_settings(glm5, RTX, "0.22.0")
+    on_sm120 = rep.llm_plan_settings(glm5, RTX, "0.33.0")
     reported = {n["id"] for n in on_sm120["notes"] if n["setting"] == "known issue"}
-    assert "sm120_sparse_mla_no_backend" in reported
-    on_hopper = rep.llm_plan_settings(glm5, H200, "0.22.0")
-    assert "sm120_sparse_mla_no_backend" not in {n["id"] for n in on_hopper["notes"]}
+    assert {"sm120_sparse_mla_backend_limits", "glm5_mtp_breaks_tool_calls"} <= reported
+    on_hopper = rep.llm_plan_settings(glm5, H200, "0.33.0")
+    assert "sm120_sparse_mla_backend_limits" not in {n["id"] for n in on_hopper["notes"]}
+    # Before 0.24.0 SM12.x had no sparse MLA backend at all: refused, with what would serve it.
+    old = rep.llm_plan_settings(glm5, RTX, "0.22.0")
+    assert [r["id"] for r in old["refusals"]] == ["sm120_sparse_mla_no_backend"]
+    assert "0.24.0" in old["refusals"][0]["fix"] and "SGLang" in old["refusals"][0]["fix"]
+    assert rep.llm_plan_settings(glm5, H200, "0.22.0")["refusals"] == []
 
 
 def test_settings_reject_bad_engine_version() -> None:

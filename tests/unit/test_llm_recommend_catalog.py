@@ -47,7 +47,9 @@ def _role_args(model: dict[str, Any], hw: dict[str, Any], **extra: Any) -> dict[
 
 
 def _replan(model: dict[str, Any], hw: dict[str, Any], rec: dict[str, Any], dtype: str) -> dict[str, Any]:
-    backend = lc.mla_backend(str(hw["compute_capability"]), "0.22.0") if rec["attention_backend"] else None
+    sparse = lc.normalize_architecture(model["hf_config"]).get("sparse_indexer")
+    pick = lc.sparse_mla_backend if sparse else lc.mla_backend
+    backend = pick(str(hw["compute_capability"]), "0.22.0") if rec["attention_backend"] else None
     return lc.plan_memory(
         model["hf_config"],
         gpu_memory_gib=hw["gpu_memory_gib"],
@@ -62,6 +64,7 @@ def _replan(model: dict[str, Any], hw: dict[str, Any], rec: dict[str, Any], dtyp
         checkpoint_gib=model["checkpoint_bytes"] / 2**30,
         gpu_count=hw["gpu_count"],
         block_size=lc._backend_block(backend, dtype),
+        vllm_version="0.22.0",
     )
 
 

@@ -140,3 +140,21 @@ def test_every_published_config_is_served_by_both_recorded_releases() -> None:
         config = json.loads(path.read_text())
         for version in ("0.22.0", "0.32.0"):
             assert me.architecture_problems(config, version) == ([], []), (path.name, version)
+
+
+def test_every_parser_of_the_family_table_is_registered_by_the_recorded_releases() -> None:
+    data = json.loads((ROOT / "plugins" / "module_utils" / "vllm_parsers.json").read_text())
+    chosen = [*me.PARSERS.values(), *(c for _, _, c in me.NAME_OVERRIDES)]
+    for release in ("0.22.0", "0.33.0"):
+        for tool, reasoning in chosen:
+            assert tool is None or tool in data[release]["tool"], (release, tool)
+            assert reasoning is None or reasoning in data[release]["reasoning"], (release, reasoning)
+
+
+def test_a_parser_the_release_does_not_register_is_refused_with_where_it_is() -> None:
+    model = {"tool_call_parser": "minimax", "reasoning_parser": "qwen3"}
+    assert me.parser_problems(model, "0.22.0") == []
+    (problem,) = me.parser_problems(model, "0.33.0")
+    assert "tool parser 'minimax' (tool_call_parser) is not registered in vLLM 0.33.0" in problem
+    assert "vLLM 0.22.0 registers it" in problem
+    assert me.parser_problems({"tool_call_parser": "nope"}, "0.32.0") == []  # release not recorded

@@ -35,7 +35,8 @@ def test_kimi_catalog_patches_normalize() -> None:
     ("facts", "applies"),
     [
         (SM120, True),
-        ({**SM120, "engine_version": "0.19.1rc2"}, True),
+        ({**SM120, "engine_version": "0.17.1rc2"}, True),
+        ({**SM120, "engine_version": "0.18.0"}, False),
         ({**SM120, "engine_version": "0.22.0"}, False),
         ({**SM120, "compute_capability": "9.0"}, False),
         ({**SM120, "attention_backend": "FLASHINFER_MLA"}, False),

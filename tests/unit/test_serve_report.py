@@ -371,3 +371,13 @@ def test_filter_module_maps_names() -> None:
         "serve_verify_report",
         "serve_verify_markdown",
     }
+
+
+def test_the_report_names_the_commit_that_was_served() -> None:
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    report = sr.serve_verify_report(GOOD_OBS, {**SETTINGS, "checkpoint": f"acme/tiny@{sha}"})
+    assert report["checkpoint"] == f"acme/tiny@{sha}"
+    assert f"- checkpoint: acme/tiny@{sha}" in sr.serve_verify_markdown(report)
+    unnamed = sr.serve_verify_report(GOOD_OBS, SETTINGS)
+    assert unnamed["checkpoint"] is None
+    assert not any(line.startswith("- checkpoint") for line in sr.serve_verify_markdown(unnamed))

@@ -41,6 +41,7 @@ from ._common import (
     MAX_MODEL_LEN_LIMIT,
     MAX_PARALLEL_SIZE,
     MODELED_VLLM_RANGE,
+    PROVEN_VLLM_VERSION,
     VOCAB_PADDING,
     AnsibleFilterError,
     PlanInputError,
@@ -52,6 +53,8 @@ from ._common import (
     _positive_int,
     _pow2_divisors,
     check_modeled_version,
+    default_gpu_memory_utilization,
+    modeled_range_text,
     parse_version,
 )
 from .checks import (
@@ -86,6 +89,7 @@ from .layout import (
     candidate_layouts,
     mla_backend,
     recommend_layout,
+    sparse_mla_backend,
 )
 from .non_kv import (
     _V2_RUNNER_ARCHITECTURES,
@@ -166,6 +170,7 @@ __all__ = [
     "MODELED_VLLM_RANGE",
     "NON_TORCH_BASE_GIB",
     "NON_TORCH_BASE_PP_GIB",
+    "PROVEN_VLLM_VERSION",
     "REPORT_FROM_CONCURRENCY_SINCE",
     "SAMPLER_FP32_COPIES",
     "SAMPLER_SORT_FP32_COPIES",
@@ -207,6 +212,7 @@ __all__ = [
     "candidate_layouts",
     "check_divisibility",
     "check_modeled_version",
+    "default_gpu_memory_utilization",
     "cudagraph_capture_sizes",
     "estimate_activation_gib",
     "estimate_cudagraph_gib",
@@ -217,6 +223,7 @@ __all__ = [
     "kv_layer_specs",
     "max_model_len_that_fits",
     "mla_backend",
+    "modeled_range_text",
     "normalize_architecture",
     "parameter_inventory",
     "parse_version",
@@ -225,5 +232,6 @@ __all__ = [
     "quantization_scheme",
     "recommend_layout",
     "resolve_kv_dtype",
+    "sparse_mla_backend",
     "v2_runner_skips_graph_estimate",
 ]

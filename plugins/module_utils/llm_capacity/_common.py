@@ -19,8 +19,10 @@ GIB = 1024**3
 DEFAULT_BLOCK_SIZE = 16
 # vllm/model_executor/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE.
 VOCAB_PADDING = 64
-# Newest vLLM whose behaviour this planner models by default (the version on the project's GPU hosts).
-DEFAULT_VLLM_VERSION = "0.22.0"
+# The vLLM release planned for by default: the newest on PyPI (0.33.0, 2026-12-01), whose source the
+# version-dependent terms were re-read against. The release run on real GPUs here is PROVEN_VLLM_VERSION.
+DEFAULT_VLLM_VERSION = "0.33.0"
+PROVEN_VLLM_VERSION = "0.22.0"
 # (major, minor) of the oldest and newest vLLM releases the accounting follows: the V1 engine's memory
 # profiling starts with 0.10; 0.33 is the newest release read (non_kv.py names what changed when).
 MODELED_VLLM_RANGE = ((0, 10), (0, 33))
@@ -104,6 +106,22 @@ def _positive_float(name: str, value: Any, *, upper: float | None = None) -> flo
     if upper is not None and value > upper:
         raise PlanInputError(name, f"expected a number <= {upper}, got {value!r}")
     return float(value)
+
+
+# vLLM's default --gpu-memory-utilization: 0.9 up to 0.19.x, 0.92 from 0.20.0 (vllm/config/cache.py of the
+# 0.19.0 and 0.20.0 sdists; still 0.92 in 0.33.0).
+GPU_MEMORY_UTILIZATION_092_SINCE = (0, 20, 0)
+
+
+def default_gpu_memory_utilization(version: str) -> float:
+    """What vLLM uses when --gpu-memory-utilization is not given, for a release."""
+    return 0.92 if parse_version(version) >= GPU_MEMORY_UTILIZATION_092_SINCE else 0.9
+
+
+def modeled_range_text() -> str:
+    """'0.10-0.33': the releases whose accounting the planner follows, as the plan prints them."""
+    (a, b), (c, d) = MODELED_VLLM_RANGE
+    return f"{a}.{b}-{c}.{d}"
 
 
 def check_modeled_version(version: tuple[int, int, int]) -> tuple[int, int, int]:

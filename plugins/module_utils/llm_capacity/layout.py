@@ -21,11 +21,12 @@ from .config import normalize_architecture
 from .kv import max_model_len_that_fits
 from .plan import plan_memory
 
-# First release assumed to carry vLLM PR #34597 (FP8 KV for TRITON_MLA). The PR merged after
-# 2026-02-28 (issue #35577 still quotes the NotImplementedError) and before 2026-05-24 (PR #35695
-# closed as implemented upstream); the release is not pinned from the sources, so this is the
-# conservative bound the catalog uses too.
-TRITON_MLA_FP8_SINCE = (0, 20, 0)
+# First release with FP8 KV in TRITON_MLA (vLLM PR #34597): the 0.17.1 sdist's triton_mla.py lists only
+# auto/bfloat16 and raises NotImplementedError for FP8, the 0.18.0 sdist adds fp8/fp8_e4m3; the rule
+# sm120_triton_mla_no_fp8_kv of catalog/known_issues.yml uses the same bound.
+TRITON_MLA_FP8_SINCE = (0, 18, 0)
+# First release whose KV block size comes from the attention backend's supported sizes.
+PREFERRED_BLOCK_SIZE_SINCE = (0, 18, 0)
 
 
 def mla_backend(compute_capability: str | None, vllm_version: str) -> dict[str, Any]:
@@ -44,7 +45,10 @@ def mla_backend(compute_capability: str | None, vllm_version: str) -> dict[str, 
         )
     major = int(match.group(1))
     if major == 10:
-        return {"backend": "FLASHINFER_MLA", "fp8_kv": True, "block_size": 64, "reason": "SM 10.x"}
+        # Up to 0.17.1 platforms/cuda.py set block 64 for FLASHINFER_MLA; from 0.18.0 the platform takes the
+        # backend's smallest supported size, 32 of its [32, 64] (get_preferred_block_size; same in 0.33.0).
+        block = 32 if version >= PREFERRED_BLOCK_SIZE_SINCE else 64
+        return {"backend": "FLASHINFER_MLA", "fp8_kv": True, "block_size": block, "reason": "SM 10.x"}
     if major == 9:
         # FLASH_ATTN_MLA is picked first on Hopper (seen on H200 with vLLM 0.22) but has no FP8 cache;
         # an FP8 cache moves to FLASHMLA (block 64).
@@ -60,9 +64,44 @@ def mla_backend(compute_capability: str | None, vllm_version: str) -> dict[str, 
     reason = f"SM {compute_capability}: TRITON_MLA is the only MLA decode backend; " + (
         "it takes an FP8 cache (vLLM PR #34597)"
         if fp8
-        else f"FP8 KV needs vLLM PR #34597 (assumed from {'.'.join(map(str, TRITON_MLA_FP8_SINCE))})"
+        else f"FP8 KV needs vLLM PR #34597 (in {'.'.join(map(str, TRITON_MLA_FP8_SINCE))} and later)"
     )
     return {"backend": "TRITON_MLA", "fp8_kv": fp8, "block_size": DEFAULT_BLOCK_SIZE, "reason": reason}
+
+
+# Sparse MLA (DeepSeek's indexer: DeepSeek-V3.2, GLM-5): its own decode backends, KV blocks of 64
+# (vllm 0.33.0 v1/attention/backends/mla/flashmla_sparse.py, flashinfer_mla_sparse.py; platforms/cuda.py
+# priorities). SM 12.x has FLASHINFER_MLA_SPARSE_SM120 from 0.24.0 (absent from the 0.23.0 sdist).
+SPARSE_MLA_SM120_SINCE = (0, 24, 0)
+SPARSE_MLA_BLOCK = 64
+
+
+def sparse_mla_backend(compute_capability: str | None, vllm_version: str) -> dict[str, Any]:
+    """Sparse MLA decode backend vLLM picks on a GPU generation (None when it has none there)."""
+    version = parse_version(vllm_version)
+    major = int(str(compute_capability).split(".")[0]) if compute_capability else None
+    if major is None:
+        return {"backend": None, "fp8_kv": True, "block_size": SPARSE_MLA_BLOCK, "reason": "GPU unknown"}
+    if major in (9, 10):
+        return {
+            "backend": "FLASHMLA_SPARSE",
+            "fp8_kv": True,
+            "block_size": SPARSE_MLA_BLOCK,
+            "reason": f"SM {compute_capability}: sparse MLA on FLASHMLA_SPARSE or FlashInfer's sparse MLA",
+        }
+    if major == 12 and version >= SPARSE_MLA_SM120_SINCE:
+        return {
+            "backend": "FLASHINFER_MLA_SPARSE_SM120",
+            "fp8_kv": True,
+            "block_size": SPARSE_MLA_BLOCK,
+            "reason": "SM 12.x: sparse MLA only on FLASHINFER_MLA_SPARSE_SM120 (index_topk 2048, bf16 model)",
+        }
+    return {
+        "backend": None,
+        "fp8_kv": True,
+        "block_size": SPARSE_MLA_BLOCK,
+        "reason": f"SM {compute_capability}: no sparse MLA backend in vLLM {vllm_version}",
+    }
 
 
 def _backend_block(backend: dict[str, Any] | None, kv_dtype: str) -> int:
@@ -88,7 +127,11 @@ class _LayoutSearch:
     def plans(self, length: int) -> list[dict[str, Any]]:
         found = []
         for tp, pp, dp in self.layouts:
-            for dcp in _pow2_divisors(tp) if self.arch["use_mla"] else [1]:
+            # Decode context parallel shards a dense MLA latent cache; sparse MLA is not planned with it.
+            dcp_sizes = (
+                _pow2_divisors(tp) if self.arch["use_mla"] and not self.arch.get("sparse_indexer") else [1]
+            )
+            for dcp in dcp_sizes:
                 if check_divisibility(self.arch, tp=tp, pp=pp, dp=dp, ep=False, dcp=dcp):
                     continue
                 for dtype in self.dtypes:
@@ -119,15 +162,21 @@ def _mla_attention(
     """MLA models: the decode backend, with FP8 KV dropped from ``dtypes`` where it cannot take it."""
     if not arch["use_mla"]:
         return None
-    backend = mla_backend(compute_capability, vllm_version)
-    if backend["backend"]:
-        notes.append(f"attention backend {backend['backend']}: {backend['reason']}")
+    if arch.get("sparse_indexer"):
+        backend = sparse_mla_backend(compute_capability, vllm_version)
+    else:
+        backend = mla_backend(compute_capability, vllm_version)
+    notes.append(
+        f"attention backend {backend['backend']}: {backend['reason']}"
+        if backend["backend"]
+        else f"no attention backend: {backend['reason']}"
+    )
     if not backend["fp8_kv"] and "fp8" in dtypes:
         dtypes.remove("fp8")
         notes.append("FP8 KV is not available on this backend/version: KV stays bfloat16")
     if compute_capability and str(compute_capability).startswith("12"):
         notes.append("SM 12.x: leave FlashInfer allreduce fusion, DeepGEMM and TRTLLM attention off")
-    return backend
+    return backend if backend["backend"] else None
 
 
 def _longest_fitting_len(candidates: list[dict[str, Any]]) -> int | None:
