@@ -26,7 +26,7 @@ description:
     C(engine_min_version) and, on GPUs, the versions the memory planner models; and C(llm_max_model_len)
     against the model's context limit unless C(llm_engine_env.VLLM_ALLOW_LONG_MAX_MODEL_LEN) is C("1").
   - C(llm_deploy_passthrough_args) takes the merged engine options (vLLM spelling) and the names the service
-    role has variables for, and returns the options left for C(vllm_service_engine_args): never the ones the
+    role has variables for, and returns the options left for C(vllm_service_engine_args) - never the ones the
     deploy sets from its own inputs (layout, parsers, memory, bind, model).
   - C(llm_is_loopback) is true for C(localhost) and loopback addresses (127.0.0.0/8, ::1).
   - C(llm_own_dir) is true for an absolute path of letters, digits, C(. _ - @ + /) that is not C(/), a system

@@ -20,9 +20,9 @@ description:
     bytes and format, MLA from the config, the tool-call and reasoning parsers from the model family (none
     when the family is unknown, said in C(parsers_note)) and generic quality probes.
   - C(llm_model_complete) fills in what an entry does not set and its config.json tells - C(quant_format),
-    C(families) (mla, sparse_mla, moe, multimodal, gguf: what catalog/known_issues.yml rules are keyed by),
+    C(families) (mla, sparse_mla, moe, multimodal, gguf - what catalog/known_issues.yml rules are keyed by),
     C(mla) and C(supports_dcp); a value the entry sets wins.
-  - C(llm_model_merge) lays a catalog entry over the hub-derived one (C(hub | llm_model_merge(catalog))): the
+  - C(llm_model_merge) lays a catalog entry over the hub-derived one (C(hub | llm_model_merge(catalog))) - the
     hub's config, files and commit, the catalog's parsers, probes, patches, pins and overrides.
   - C(llm_architecture_problems) takes a config.json and a vLLM version and returns the refusals (an
     architecture that release has no model class for, with what would serve it) - the registries of vLLM

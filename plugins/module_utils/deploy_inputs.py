@@ -240,6 +240,12 @@ INPUTS: dict[str, Input] = {
     "llm_deploy_plan_only": Input(
         False, _is_bool, "true or false (a typo must not turn a plan into a deployment)"
     ),
+    "llm_model_info_on_host": Input(
+        False,
+        _is_bool,
+        "true or false (true reads llm_model_repo's config and files on the first host, through "
+        "llm_hf_endpoint as the hosts reach it, instead of on the controller)",
+    ),
     "llm_prune_old_models": Input(
         False, _is_bool, "true or false (true removes other models' weights after this one verified)"
     ),

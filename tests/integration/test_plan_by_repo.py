@@ -396,3 +396,18 @@ def test_a_gated_repo_needs_the_token_and_the_token_stays_secret(hub: Hub, tmp_p
         assert token not in planned.stdout + planned.stderr
         # The token travelled as the bearer header only.
         assert set(gate.seen_auth) <= {f"Bearer {token}", "Bearer hf_nope"}
+
+
+def test_a_catalog_entry_of_another_repository_is_refused(hub: Hub) -> None:
+    publish(hub, "acme/other-model", (ROOT / "tests/data/model_configs/Qwen__Qwen3-1.7B.json").read_bytes())
+    out = _deploy_plan(
+        "-e",
+        "llm_model_repo=acme/other-model",
+        "-e",
+        f"llm_hf_endpoint={hub.endpoint}",
+        "-e",
+        "llm_model_name=tiny_test",
+    )
+    assert out.returncode != 0
+    assert "llm_model_repo=acme/other-model and llm_model_name=tiny_test" in out.stdout
+    assert "unset llm_model_name" in out.stdout
