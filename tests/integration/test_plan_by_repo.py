@@ -411,3 +411,21 @@ def test_a_catalog_entry_of_another_repository_is_refused(hub: Hub) -> None:
     assert out.returncode != 0
     assert "llm_model_repo=acme/other-model and llm_model_name=tiny_test" in out.stdout
     assert "unset llm_model_name" in out.stdout
+
+
+def test_the_deploy_refuses_a_revision_that_does_not_exist_listing_what_does(hub: Hub) -> None:
+    publish(
+        hub, "acme/revisions-deploy", (ROOT / "tests/data/model_configs/Qwen__Qwen3-1.7B.json").read_bytes()
+    )
+    out = _deploy_plan(
+        "-e",
+        "llm_model_repo=acme/revisions-deploy",
+        "-e",
+        "llm_model_revision=v9",
+        "-e",
+        f"llm_hf_endpoint={hub.endpoint}",
+    )
+    assert out.returncode != 0
+    assert "llm_model_repo=acme/revisions-deploy@v9: acme/revisions-deploy has no revision 'v9'" in out.stdout
+    assert "its branches and tags: main" in out.stdout
+    assert json.loads(out.stdout)["stats"]["localhost"]["changed"] == 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -51,11 +52,15 @@ def build(python: Path, kind: str) -> Path:
     digest = hashlib.sha256(TRAINER.read_bytes() + CATALOG.read_bytes()).hexdigest()[:12]
     final = ROOT / ".cache" / "tiny-chat" / digest / kind
     if not (final / "model.safetensors").exists():
-        tmp = final.with_name(f".{kind}.tmp")
+        # A build of its own (two scenarios may build at once); the first complete one is kept.
+        tmp = final.with_name(f".{kind}.{os.getpid()}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         subprocess.run([str(python), str(TRAINER), str(tmp), *BUILDS[kind]], check=True, timeout=900)
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
+        if (final / "model.safetensors").exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            shutil.rmtree(final, ignore_errors=True)
+            tmp.rename(final)
     return final
 
 
