@@ -8,6 +8,7 @@ listing has no sizes. The token comes from HF_TOKEN or the file HF_TOKEN_PATH na
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
@@ -44,6 +45,29 @@ def weight_files(files: Mapping[str, int | None]) -> dict[str, int | None]:
         if chosen:
             return dict(sorted(chosen.items()))
     return {}
+
+
+# llama.cpp's split naming (<stem>-00001-of-00010.gguf); hf_files.py groups parts the same way on the host
+# side, where Ansible is importable (this module must stay standard-library only for bin/llm-plan).
+_GGUF_PART = re.compile(r"^(?P<stem>.+)-\d{5}-of-\d{5}\.gguf$")
+
+
+def gguf_models(names: list[str]) -> list[str]:
+    """The GGUF models a file list holds: split parts count once (as their merged name), vision projectors
+    (mmproj-*) not at all."""
+    found = set()
+    for name in names:
+        head, _, base = name.rpartition("/")
+        if not base.endswith(".gguf") or base.startswith("mmproj"):
+            continue
+        m = _GGUF_PART.match(base)
+        found.add(f"{head}/{m['stem']}.gguf" if head and m else f"{m['stem']}.gguf" if m else name)
+    return sorted(found)
+
+
+def allowed(name: str, patterns: list[str] | None) -> bool:
+    """huggingface_hub's allow_patterns: fnmatch on the repository path; no patterns allow everything."""
+    return not patterns or any(fnmatch.fnmatch(name, p) for p in patterns)
 
 
 def token_from_env(env: Mapping[str, str] | None = None) -> str:
@@ -134,9 +158,16 @@ def _size(client: _Client, repo: str, sha: str, name: str) -> int | None:
 
 
 def hub_model(
-    spec: str, endpoint: str = "", token: str | None = None, timeout: float = 30.0
+    spec: str,
+    endpoint: str = "",
+    token: str | None = None,
+    timeout: float = 30.0,
+    allow_patterns: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Resolve ORG/NAME[@REV] on the hub: sha, config.json, quant config, weight files and their bytes."""
+    """Resolve ORG/NAME[@REV] on the hub: sha, config.json, quant config, weight files and their bytes.
+
+    ``allow_patterns`` (fnmatch, as huggingface_hub's) limits the weight files to those the deploy would
+    download; a repository of several GGUF models (quantisation variants) must be narrowed to one."""
     repo, revision = parse_model_spec(spec)
     token = token_from_env() if token is None else token
     client = _Client(endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT, token, timeout)
@@ -151,7 +182,13 @@ def hub_model(
         if isinstance(s, Mapping) and s.get("rfilename")
     }
     if "config.json" not in listing:
-        raise HubError(f"{repo}@{sha[:12]} has no config.json; the planner needs the model's config")
+        gguf = (
+            " It holds GGUF files: vLLM serves those with the base model's config (--hf-config-path);"
+            " write a catalog entry that names it, as catalog/models/glm5_ud_q4_k_xl_gguf.yml does."
+            if gguf_models(list(listing))
+            else ""
+        )
+        raise HubError(f"{repo}@{sha[:12]} has no config.json; the planner needs the model's config.{gguf}")
     status, config = client.json(f"/{repo}/resolve/{sha}/config.json")
     if status != 200 or not isinstance(config, Mapping):
         raise HubError(f"{repo}@{sha[:12]}: config.json could not be read (HTTP {status})")
@@ -159,7 +196,23 @@ def hub_model(
     if "hf_quant_config.json" in listing:
         status, quant = client.json(f"/{repo}/resolve/{sha}/hf_quant_config.json")
         quant = quant if status == 200 and isinstance(quant, Mapping) else None
-    weights = weight_files(listing)
+    weights = weight_files({name: size for name, size in listing.items() if allowed(name, allow_patterns)})
+    if allow_patterns and not weights:
+        raise HubError(
+            f"{repo}@{sha[:12]}: no weight file matches the allow patterns {list(allow_patterns)} (a catalog "
+            f"entry's hf_allow_patterns); the repository's weight files: "
+            f"{', '.join(list(weight_files(listing))[:6]) or 'none'}"
+        )
+    models = gguf_models(list(weights))
+    if len(models) > 1 and all(name.endswith(".gguf") for name in weights):
+        shown = ", ".join(models[:6]) + (f" and {len(models) - 6} more" if len(models) > 6 else "")
+        raise HubError(
+            f"{repo}@{sha[:12]} holds {len(models)} GGUF models ({shown}): name one with allow patterns "
+            "(a catalog entry's hf_allow_patterns, e.g. ['UD-Q4_K_XL/*']; --allow-pattern for bin/llm-plan)"
+        )
+    weights = {
+        name: size for name, size in weights.items() if not name.rpartition("/")[2].startswith("mmproj")
+    }
     sizes = {
         name: size if size is not None else _size(client, repo, sha, name) for name, size in weights.items()
     }

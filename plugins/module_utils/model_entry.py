@@ -181,6 +181,8 @@ def model_merge(hub: Mapping[str, Any], catalog: Mapping[str, Any] | None) -> di
     out.update({k: v for k, v in catalog.items() if k not in HUB_KEYS})
     out["sources"] = [*(catalog.get("sources") or []), *(hub.get("sources") or [])]
     out["parsers_note"] = f"from the catalog entry {catalog.get('id')!r}"
+    if "quality_probes" in catalog:
+        out.pop("quality_note", None)
     return model_complete(out)
 
 

@@ -14,6 +14,11 @@ options:
   endpoint: {type: str, default: "", description: "Hub or mirror; empty: HF_ENDPOINT, else huggingface.co"}
   token: {type: str, default: "", no_log: true, description: Token for gated or private repositories}
   timeout: {type: float, default: 30, description: Seconds per request}
+  allow_patterns:
+    type: list
+    elements: str
+    default: []
+    description: Weight files to count (fnmatch on the repository path, as the download's allow patterns)
 author: llmdeploy
 """
 
@@ -47,12 +52,13 @@ def main() -> None:
             "endpoint": {"type": "str", "default": ""},
             "token": {"type": "str", "default": "", "no_log": True},
             "timeout": {"type": "float", "default": 30},
+            "allow_patterns": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
     p = module.params
     try:
-        model = hub_model(p["repo"], p["endpoint"], p["token"] or None, p["timeout"])
+        model = hub_model(p["repo"], p["endpoint"], p["token"] or None, p["timeout"], p["allow_patterns"])
     except HubError as exc:
         module.fail_json(msg=f"llm_model_repo={p['repo']}: {exc}")
     module.exit_json(changed=False, model=model)

@@ -329,10 +329,12 @@ def test_big_catalog_models_by_repo_id_keep_their_settings(hub: Hub, name: str, 
     """The frontier entries published with their recorded configs (and small weight files): by repository id
     the same rules fire, the same patches apply and the same parsers are used as from the catalog alone."""
     entry = yaml.safe_load((ROOT / "catalog" / "models" / f"{name}.yml").read_text())["llm_model"]
+    # The weight files the entry downloads: its GGUF variant's parts, else safetensors.
+    weight = entry["gguf"]["first_part"] if entry.get("gguf") else "model-00001-of-00001.safetensors"
     files: dict[str, bytes | Path] = {
         "config.json": json.dumps(entry["hf_config"]).encode(),
         "tokenizer_config.json": b'{"chat_template": "{{ x }}"}',
-        "model-00001-of-00001.safetensors": b"\x01" * 2_000_000,
+        weight: b"\x01" * 2_000_000,
     }
     if entry.get("hf_quant_config"):
         files["hf_quant_config.json"] = json.dumps(entry["hf_quant_config"]).encode()
@@ -429,3 +431,47 @@ def test_the_deploy_refuses_a_revision_that_does_not_exist_listing_what_does(hub
     assert "llm_model_repo=acme/revisions-deploy@v9: acme/revisions-deploy has no revision 'v9'" in out.stdout
     assert "its branches and tags: main" in out.stdout
     assert json.loads(out.stdout)["stats"]["localhost"]["changed"] == 0
+
+
+def test_a_gguf_repository_of_several_variants_is_narrowed_by_allow_patterns(hub: Hub) -> None:
+    repo = "acme/tiny-GGUF"
+    config = (ROOT / "tests/data/model_configs/Qwen__Qwen3-1.7B.json").read_bytes()
+    files: dict[str, bytes | Path] = {
+        "config.json": config,
+        "Q4_K_M/tiny-Q4_K_M-00001-of-00002.gguf": b"GGUF" + b"\0" * 300_000,
+        "Q4_K_M/tiny-Q4_K_M-00002-of-00002.gguf": b"GGUF" + b"\0" * 200_000,
+        "Q8_0/tiny-Q8_0.gguf": b"GGUF" + b"\0" * 900_000,
+        "mmproj-F16.gguf": b"GGUF" + b"\0" * 50_000,
+    }
+    hub.make_repo(repo, files)
+    both = llm_plan("--model", repo, "--hf-endpoint", hub.endpoint, *PLAN_ARGS)
+    assert both.returncode == 2
+    assert "holds 2 GGUF models (Q4_K_M/tiny-Q4_K_M.gguf, Q8_0/tiny-Q8_0.gguf)" in both.stderr, both.stderr
+    one = llm_plan("--model", repo, "--hf-endpoint", hub.endpoint, "--allow-pattern", "Q4_K_M/*", *PLAN_ARGS)
+    assert one.returncode in (0, 1), one.stderr
+    model = json.loads(one.stdout)["model"]
+    assert sorted(model["weight_files"]) == [
+        "Q4_K_M/tiny-Q4_K_M-00001-of-00002.gguf",
+        "Q4_K_M/tiny-Q4_K_M-00002-of-00002.gguf",
+    ]
+    assert model["checkpoint_bytes"] == 500_008
+    refused = _playbook("-e", f"llm_model_repo={repo}", "-e", f"llm_hf_endpoint={hub.endpoint}")
+    assert refused.returncode != 0 and "hf_allow_patterns" in refused.stdout
+
+
+def test_a_gguf_repository_without_config_names_the_catalog_route(hub: Hub) -> None:
+    hub.make_repo("acme/bare-GGUF", {"tiny-Q8_0.gguf": b"GGUF" + b"\0" * 1000})
+    out = llm_plan("--model", "acme/bare-GGUF", "--hf-endpoint", hub.endpoint, *PLAN_ARGS)
+    assert out.returncode == 2
+    assert "has no config.json" in out.stderr and "--hf-config-path" in out.stderr
+    assert "catalog/models/glm5_ud_q4_k_xl_gguf.yml" in out.stderr
+
+
+def test_allow_patterns_that_match_nothing_are_refused_listing_the_files(hub: Hub) -> None:
+    publish(hub, "acme/no-match", (ROOT / "tests/data/model_configs/Qwen__Qwen3-1.7B.json").read_bytes())
+    out = llm_plan(
+        "--model", "acme/no-match", "--hf-endpoint", hub.endpoint, "--allow-pattern", "Q4/*", *PLAN_ARGS
+    )
+    assert out.returncode == 2
+    assert "no weight file matches the allow patterns ['Q4/*']" in out.stderr
+    assert "model-00001-of-00002.safetensors" in out.stderr

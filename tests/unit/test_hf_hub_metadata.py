@@ -49,3 +49,36 @@ def test_token_comes_from_the_environment_or_its_file(tmp_path: Path) -> None:
     token.write_text("hf_from_file\n")
     assert hub.token_from_env({"HF_TOKEN_PATH": str(token)}) == "hf_from_file"
     assert hub.token_from_env({"HF_TOKEN_PATH": str(tmp_path / "missing")}) == ""
+
+
+def test_gguf_models_count_split_parts_once_and_skip_projectors() -> None:
+    names = [
+        "UD-Q4_K_XL/GLM-5-UD-Q4_K_XL-00001-of-00002.gguf",
+        "UD-Q4_K_XL/GLM-5-UD-Q4_K_XL-00002-of-00002.gguf",
+        "Q8_0/GLM-5-Q8_0-00001-of-00003.gguf",
+        "model-Q4_K_M.gguf",
+        "mmproj-F16.gguf",
+        "README.md",
+    ]
+    assert hub.gguf_models(names) == [
+        "Q8_0/GLM-5-Q8_0.gguf",
+        "UD-Q4_K_XL/GLM-5-UD-Q4_K_XL.gguf",
+        "model-Q4_K_M.gguf",
+    ]
+    assert hub.gguf_models(names[:2]) == ["UD-Q4_K_XL/GLM-5-UD-Q4_K_XL.gguf"]
+
+
+@pytest.mark.parametrize(
+    ("name", "patterns", "expected"),
+    [
+        ("UD-Q4_K_XL/a-00001-of-00002.gguf", ["UD-Q4_K_XL/*"], True),
+        ("Q8_0/a-00001-of-00002.gguf", ["UD-Q4_K_XL/*"], False),
+        ("model.safetensors", None, True),
+        ("model.safetensors", [], True),
+        ("x/model-Q4_K_M.gguf", ["*Q4_K_M*"], True),
+    ],
+)
+def test_allow_patterns_match_like_the_download(
+    name: str, patterns: list[str] | None, expected: bool
+) -> None:
+    assert hub.allowed(name, patterns) is expected
