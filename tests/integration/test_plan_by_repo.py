@@ -434,7 +434,7 @@ def test_the_deploy_refuses_a_revision_that_does_not_exist_listing_what_does(hub
 
 
 def test_a_gguf_repository_of_several_variants_is_narrowed_by_allow_patterns(hub: Hub) -> None:
-    repo = "acme/tiny-GGUF"
+    repo = "plan-by-repo/variants-GGUF"
     config = (ROOT / "tests/data/model_configs/Qwen__Qwen3-1.7B.json").read_bytes()
     files: dict[str, bytes | Path] = {
         "config.json": config,
@@ -460,8 +460,8 @@ def test_a_gguf_repository_of_several_variants_is_narrowed_by_allow_patterns(hub
 
 
 def test_a_gguf_repository_without_config_names_the_catalog_route(hub: Hub) -> None:
-    hub.make_repo("acme/bare-GGUF", {"tiny-Q8_0.gguf": b"GGUF" + b"\0" * 1000})
-    out = llm_plan("--model", "acme/bare-GGUF", "--hf-endpoint", hub.endpoint, *PLAN_ARGS)
+    hub.make_repo("plan-by-repo/bare-GGUF", {"tiny-Q8_0.gguf": b"GGUF" + b"\0" * 1000})
+    out = llm_plan("--model", "plan-by-repo/bare-GGUF", "--hf-endpoint", hub.endpoint, *PLAN_ARGS)
     assert out.returncode == 2
     assert "has no config.json" in out.stderr and "--hf-config-path" in out.stderr
     assert "catalog/models/glm5_ud_q4_k_xl_gguf.yml" in out.stderr
