@@ -85,19 +85,20 @@ def test_unknown_or_gated_repo_names_the_token_variable(hub: Hub) -> None:
     assert dead.returncode == 2 and "cannot reach the hub at http://127.0.0.1:9" in dead.stderr
 
 
-def _playbook(*extra: str) -> subprocess.CompletedProcess[str]:
+def _ansible_playbook(playbook: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    """ansible-playbook playbooks/<playbook> with the JSON callback, from the checkout."""
     env = {
         **os.environ,
         "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
         "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
         "ANSIBLE_DEPRECATION_WARNINGS": "false",
     }
-    cmd = [
-        str(Path(sys.executable).parent / "ansible-playbook"),
-        str(ROOT / "playbooks" / "plan.yml"),
-        *extra,
-    ]
+    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), str(ROOT / "playbooks" / playbook), *extra]
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=300)
+
+
+def _playbook(*extra: str) -> subprocess.CompletedProcess[str]:
+    return _ansible_playbook("plan.yml", *extra)
 
 
 def _facts(out: str, name: str = "llm_model") -> dict:
@@ -193,20 +194,7 @@ def test_an_architecture_the_release_lacks_is_refused_with_what_serves_it(hub: H
 
 
 def _deploy_plan(*extra: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
-        "ANSIBLE_DEPRECATION_WARNINGS": "false",
-    }
-    cmd = [
-        str(Path(sys.executable).parent / "ansible-playbook"),
-        str(ROOT / "playbooks" / "deploy_model.yml"),
-        "-e",
-        "llm_deploy_plan_only=true",
-        *extra,
-    ]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=300)
+    return _ansible_playbook("deploy_model.yml", "-e", "llm_deploy_plan_only=true", *extra)
 
 
 def _families(config: dict) -> list[str]:
