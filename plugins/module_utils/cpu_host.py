@@ -99,6 +99,13 @@ def thread_binding(cpus: list[int], tensor_parallel_size: int) -> str:
     return "|".join(groups)
 
 
+def cpuset_text(cpus: list[int]) -> str:
+    """The CPUs as a cpuset list ('0-3,6'): the binding of the one worker of a multi-node host."""
+    if not cpus:
+        raise _err("cpu_host_cpuset_text", "no CPUs given", cpus)
+    return ",".join(_ranges(sorted(cpus)))
+
+
 def _ranges(cpus: list[int]) -> list[str]:
     out: list[str] = []
     start = prev = cpus[0]

@@ -14,10 +14,10 @@ from typing import Any
 
 try:
     from . import llm_capacity as lc
-    from .cpu_host import thread_binding
+    from .cpu_host import cpuset_text, thread_binding
 except ImportError:  # imported as a top-level module (unit tests put module_utils on sys.path)
     import llm_capacity as lc
-    from cpu_host import thread_binding
+    from cpu_host import cpuset_text, thread_binding
 
 GIB = 2**30
 # Host memory kept free besides weights and KV space: the API server, tokenizer, Python and page cache.
@@ -59,18 +59,30 @@ def cpu_plan(
     memory_available_bytes: int | None = None,
     cpus: list[int] | None = None,
     engine_version: str = "0.32.0",
+    nnodes: Any = 1,
 ) -> dict[str, Any]:
-    """Plan for one CPU host. ``model`` is a catalog ``llm_model`` (hf_config, checkpoint_bytes, id)."""
+    """Plan for one CPU host. ``model`` is a catalog ``llm_model`` (hf_config, checkpoint_bytes, id).
+
+    With ``nnodes`` > 1 the TP workers are spread evenly over that many hosts (vLLM's multi-node mode): this
+    host runs ``tensor_parallel_size / nnodes`` of them and holds that share of the weights."""
     if not isinstance(model, dict) or not isinstance(model.get("hf_config"), dict):
         raise CpuPlanError(f"llm_model must be a catalog model with hf_config, got {type(model).__name__}")
     tp = _positive_int("llm_tensor_parallel_size", tensor_parallel_size)
+    nodes = _positive_int("the number of llm_multinode hosts", nnodes)
+    if tp % nodes:
+        raise CpuPlanError(
+            f"llm_tensor_parallel_size {tp} cannot be spread evenly over {nodes} hosts: "
+            f"give a multiple of {nodes}"
+        )
+    local = tp // nodes
     weights = _positive_int("llm_model.checkpoint_bytes", model.get("checkpoint_bytes"))
+    local_weights = weights * local // tp
     reasons: list[str] = []
     if kv_cache_gib in (None, "", "auto"):
         if memory_available_bytes is None:
             kv_gib, kv_source = 1, "auto (decided on the host from its available memory; shown for 1 GiB)"
         else:
-            kv_gib = auto_kv_gib(int(memory_available_bytes), weights, tp)
+            kv_gib = auto_kv_gib(int(memory_available_bytes), local_weights, local)
             kv_source = f"auto: {AUTO_KV_SHARE:.0%} of available memory after weights and {RESERVE_GIB} GiB"
     else:
         kv_gib = _positive_int("llm_cpu_kv_cache_gib", kv_cache_gib)
@@ -90,7 +102,7 @@ def cpu_plan(
         block_size=CPU_BLOCK_SIZE,
         vllm_version=engine_version,
     )
-    needed = weights + tp * kv_gib * GIB + int(RESERVE_GIB * GIB)
+    needed = local_weights + local * kv_gib * GIB + int(RESERVE_GIB * GIB)
     fits = plan["kv_cache_tokens"] >= length
     if not fits:
         reasons.append(
@@ -100,11 +112,16 @@ def cpu_plan(
     if memory_available_bytes is not None and needed > memory_available_bytes:
         fits = False
         reasons.append(
-            f"weights {weights / GIB:.2f} GiB + {tp} x {kv_gib} GiB KV + {RESERVE_GIB} GiB reserve = "
-            f"{needed / GIB:.2f} GiB > {memory_available_bytes / GIB:.2f} GiB available on the host"
+            f"weights {local_weights / GIB:.2f} GiB + {local} x {kv_gib} GiB KV + {RESERVE_GIB} GiB reserve "
+            f"= {needed / GIB:.2f} GiB > {memory_available_bytes / GIB:.2f} GiB available on the host"
         )
     env = {"VLLM_CPU_KVCACHE_SPACE": kv_gib}
-    binding = thread_binding(cpus or list(range(tp)), tp) if tp > 1 else ""
+    # One worker on a host of a multi-node group is bound explicitly too: vLLM's automatic binding counts
+    # NUMA nodes for every rank of the group, not for this host's.
+    if local > 1:
+        binding = thread_binding(cpus or list(range(local)), local)
+    else:
+        binding = cpuset_text(cpus or [0]) if nodes > 1 else ""
     if binding:
         env["VLLM_CPU_OMP_THREADS_BIND"] = binding
     reasons.append(
@@ -112,6 +129,11 @@ def cpu_plan(
         f"{plan['kv_bytes_per_token']:.0f} bytes per token, concurrency {plan['max_concurrency']:.2f} at "
         f"{length} tokens"
     )
+    if nodes > 1:
+        reasons.append(
+            f"{nodes} hosts: {local} of the {tp} TP workers and {local_weights / GIB:.3f} GiB of weights "
+            "on each"
+        )
     return {
         "device": "cpu",
         "model_id": model.get("id"),
@@ -132,7 +154,9 @@ def cpu_plan(
         "patches": [],
         "cpu_kv_cache_gib": kv_gib,
         "required_memory_bytes": needed,
-        "min_shm_bytes": SHM_PER_WORKER_BYTES * tp if tp > 1 else 0,
+        "min_shm_bytes": SHM_PER_WORKER_BYTES * local if tp > 1 else 0,
+        "nnodes": nodes,
+        "local_workers": local,
         "fits": fits,
         "verdict": "fits" if fits else "does_not_fit",
         "reasons": reasons,

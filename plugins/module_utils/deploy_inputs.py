@@ -72,6 +72,16 @@ ROLE_OWNED_ARGS = [
     "port",
     "served-model-name",
     "model",
+    # multi-node groups (llm_multinode): set per node from the inventory
+    "nnodes",
+    "node-rank",
+    "master-addr",
+    "master-port",
+    "headless",
+    "data-parallel-size-local",
+    "data-parallel-start-rank",
+    "data-parallel-address",
+    "data-parallel-rpc-port",
 ]
 SECRET_ARGS = ("api-key", "hf-token")
 # The llm_plan role's variables the deploy sets itself; the others (llm_plan_*) reach the role as given.
@@ -83,6 +93,7 @@ DEPLOY_SET_PLAN_VARS = {
     "llm_plan_tensor_parallel_size": "llm_tensor_parallel_size",
     "llm_plan_fail_when_not_fits": "llm_deploy_plan_only",
     "llm_plan_allow_long_max_model_len": "llm_engine_env.VLLM_ALLOW_LONG_MAX_MODEL_LEN",
+    "llm_plan_nodes": "llm_multinode (the number of hosts in llm_deploy_hosts)",
 }
 # What the deploy itself sets while it runs (catalog entries, results): not user inputs, never refused.
 INTERNAL = frozenset(
@@ -196,6 +207,14 @@ def is_loopback(value: Any) -> bool:
         return ipaddress.ip_address(value).is_loopback
     except ValueError:
         return False
+
+
+def _is_ip(value: Any) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _is_endpoint(value: Any) -> bool:
@@ -341,6 +360,27 @@ INPUTS: dict[str, Input] = {
         lambda v: _is_env_map(v, r"NCCL_[A-Z0-9_]{1,120}"),
         "a mapping of NCCL_* variables to one-line values, added to the NCCL environment the preflight "
         "chooses",
+    ),
+    "llm_multinode": Input(
+        False,
+        _is_bool,
+        "true or false (true: the hosts of llm_deploy_hosts serve one model together with vLLM's multi-node "
+        "mode; the first host is the head)",
+    ),
+    "llm_multinode_master_addr": Input(
+        "",
+        lambda v: v == "" or _is_ip(v),
+        "empty (the head's default IPv4 address) or the IP address the other nodes reach the head at",
+    ),
+    "llm_multinode_master_port": Input(
+        29501,
+        lambda v: _is_int(v, 1024, 65535),
+        "a TCP port in 1024-65535 for the group's rendezvous on the head (open it between the nodes)",
+    ),
+    "llm_multinode_ifname": Input(
+        "",
+        lambda v: v == "" or _is_text(v, r"[A-Za-z0-9_.:@-]{1,15}"),
+        "empty (the interface that carries the route to the head) or a network interface name, e.g. ens1f0",
     ),
     "llm_engine_args": Input(
         {},

@@ -176,3 +176,23 @@ def test_filter_names() -> None:
         "llm_cpu_plan",
         "llm_cpu_plan_lines",
     }
+
+
+def test_cpu_plan_over_two_hosts_puts_half_the_workers_and_weights_on_each() -> None:
+    one = cpu_plan.cpu_plan(
+        TINY, tensor_parallel_size=2, kv_cache_gib=1, memory_available_bytes=16 * GIB, cpus=[0, 1]
+    )
+    two = cpu_plan.cpu_plan(
+        TINY, tensor_parallel_size=2, kv_cache_gib=1, memory_available_bytes=16 * GIB, cpus=[0, 1], nnodes=2
+    )
+    assert (one["local_workers"], two["local_workers"]) == (2, 1)
+    assert one["engine_env"]["VLLM_CPU_OMP_THREADS_BIND"] == "0|1"
+    # The one worker of a host in a group is bound to all of the host's CPUs, not left to vLLM's NUMA count.
+    assert two["engine_env"]["VLLM_CPU_OMP_THREADS_BIND"] == "0-1"
+    assert two["required_memory_bytes"] < one["required_memory_bytes"]
+    assert two["min_shm_bytes"] == one["min_shm_bytes"] // 2
+    # The KV tokens are the group's, the same wherever the workers run.
+    assert two["plan"]["kv_cache_tokens"] == one["plan"]["kv_cache_tokens"] == 2**21
+    assert any("2 hosts: 1 of the 2 TP workers" in r for r in two["reasons"])
+    with pytest.raises(cpu_plan.CpuPlanError, match="cannot be spread evenly over 2 hosts"):
+        cpu_plan.cpu_plan(TINY, tensor_parallel_size=3, kv_cache_gib=1, nnodes=2)
