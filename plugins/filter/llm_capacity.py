@@ -23,6 +23,9 @@ description:
     concurrency, a fit verdict and its reasons.
   - C(llm_recommend) searches TP/PP/DCP and KV dtype for a GPU count and returns the best layout with
     the reasons, including what the GPU architecture forces (for example TRITON_MLA on SM 12.x).
+    With C(nodes=N) (default 1) C(gpu_count) is the GPUs of one node and N identical nodes are planned:
+    TP stays inside a node, pipeline stages or data-parallel replicas split the nodes; the result's
+    C(multinode) says how (split, local_world_size) and why.
 """
 
 EXAMPLES = r"""
@@ -36,6 +39,11 @@ EXAMPLES = r"""
     layout: >-
       {{ llm_model.hf_config | llm_recommend(gpu_memory_gib=95.59, gpu_count=8,
          compute_capability='12.0') }}
+- name: Recommend a layout over two nodes of 8 H200
+  ansible.builtin.set_fact:
+    layout: >-
+      {{ llm_model.hf_config | llm_recommend(gpu_memory_gib=139.8, gpu_count=8, nodes=2,
+         checkpoint_gib=958.5, compute_capability='9.0') }}
 """
 
 RETURN = r"""

@@ -23,6 +23,7 @@ except ImportError:
     import model_entry as _entry  # type: ignore[no-redef]
 
 _KV_DTYPES = ("auto", "bfloat16", "fp8")
+_SPLIT_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")
 _LAYOUT_KEYS = (
     "tensor_parallel_size",
     "pipeline_parallel_size",
@@ -199,11 +200,15 @@ def llm_plan_layout(
     recommendation: Mapping[str, Any] | None,
     overrides: Mapping[str, Any] | None,
     hardware: Mapping[str, Any],
+    nodes: Any = 1,
 ) -> dict[str, Any]:
     """Final layout: an override wins, then the recommendation, then a plain default.
 
-    Defaults: TP = gpu_count / PP, PP = DP = DCP = 1, EP off, gpu_memory_utilization from the hardware
-    profile's recommended value (else 0.9). Raises when the layout needs more GPUs than the profile has.
+    Defaults: TP = GPUs / PP, PP = the node count (1 on one node), DP = DCP = 1, EP off,
+    gpu_memory_utilization from the hardware profile's recommended value (else 0.9). ``nodes`` identical
+    nodes of the profile's ``gpu_count`` GPUs: TP stays inside a node, PP or DP splits the nodes (the
+    layout gets ``nnodes`` and ``multinode``: null on one node). Raises when the layout needs more GPUs
+    than there are, or puts TP across nodes.
     """
     name = "llm_plan_layout"
     rec = recommendation if isinstance(recommendation, Mapping) else {}
@@ -214,6 +219,10 @@ def llm_plan_layout(
     gpu_count = int(hardware.get("gpu_count") or 0)
     if gpu_count < 1:
         raise _fail(name, f"hardware gpu_count must be >= 1, got {hardware.get('gpu_count')!r}")
+    try:
+        nodes = _capacity.check_nodes(nodes)
+    except _capacity.PlanInputError as exc:
+        raise _fail(name, f"llm_plan_nodes: {exc.detail}") from exc
 
     def choose(key: str, default: Any) -> Any:
         if key in given:
@@ -221,9 +230,9 @@ def llm_plan_layout(
         value = _pick(rec, key)
         return default if value is None else value
 
-    pp = int(choose("pipeline_parallel_size", 1))
+    pp = int(choose("pipeline_parallel_size", nodes))
     dp = int(choose("data_parallel_size", 1))
-    tp = int(choose("tensor_parallel_size", max(1, gpu_count // max(1, pp * dp))))
+    tp = int(choose("tensor_parallel_size", max(1, gpu_count * nodes // max(1, pp * dp))))
     layout = {
         "tensor_parallel_size": tp,
         "pipeline_parallel_size": pp,
@@ -239,10 +248,11 @@ def llm_plan_layout(
     for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
         if layout[key] < 1:
             raise _fail(name, f"{key} must be >= 1, got {layout[key]}")
-    if tp * pp * dp > gpu_count:
+    gpus = f"{gpu_count}" if nodes == 1 else f"llm_plan_nodes={nodes} x {gpu_count}"
+    if tp * pp * dp > gpu_count * nodes:
         raise _fail(
             name,
-            f"layout TP {tp} x PP {pp} x DP {dp} = {tp * pp * dp} GPUs exceeds the {gpu_count} GPUs of "
+            f"layout TP {tp} x PP {pp} x DP {dp} = {tp * pp * dp} GPUs exceeds the {gpus} GPUs of "
             f"hardware profile {hardware.get('id')!r}; lower llm_plan_tensor_parallel_size or the others",
         )
     dcp = layout["decode_context_parallel_size"]
@@ -250,7 +260,47 @@ def llm_plan_layout(
         raise _fail(name, f"decode_context_parallel_size {dcp} must be >= 1 and divide TP {tp}")
     if not 0.0 < layout["gpu_memory_utilization"] <= 1.0:
         raise _fail(name, f"gpu_memory_utilization must be in (0, 1], got {layout['gpu_memory_utilization']}")
+    layout["nnodes"] = nodes
+    layout["multinode"] = _multinode(name, rec, given, layout, hardware=hardware, nodes=nodes)
     return layout
+
+
+def _multinode(
+    name: str,
+    rec: Mapping[str, Any],
+    given: Mapping[str, Any],
+    layout: Mapping[str, Any],
+    *,
+    hardware: Mapping[str, Any],
+    nodes: int,
+) -> dict[str, Any] | None:
+    """How the layout spreads over the nodes (None on one node): the recommendation's split and why when
+    the layout is the recommended one, else the split the overrides (or the defaults) give."""
+    if nodes == 1:
+        return None
+    gpu_count = int(hardware["gpu_count"])
+    tp, pp, dp = (int(layout[k]) for k in _SPLIT_KEYS)
+    problem = _capacity.node_problem(tp=tp, pp=pp, dp=dp, nodes=nodes, gpus_per_node=gpu_count)
+    if problem:
+        raise _fail(
+            name,
+            f"layout TP {tp} x PP {pp} x DP {dp} on llm_plan_nodes={nodes} nodes of {gpu_count} GPUs is "
+            f"refused: {problem}. Keep TP inside a node and split the nodes by pipeline stages or replicas, "
+            f"e.g. llm_plan_tensor_parallel_size={gpu_count} llm_plan_pipeline_parallel_size={nodes}",
+        )
+    recommended = rec.get("multinode")
+    same = all(_pick(rec, k) == layout[k] for k in _SPLIT_KEYS)
+    if isinstance(recommended, Mapping) and same:
+        return dict(recommended)
+    split = _capacity.node_split(tp=tp, pp=pp, dp=dp, nodes=nodes)
+    overridden = set(given) & set(_SPLIT_KEYS)
+    if overridden:
+        lead = "set by the llm_plan_*_parallel_size overrides"
+    else:
+        lead = "the recommended layout" if rec.get("fits") else "the default, as no layout fits"
+    interconnect = "pcie" if hardware.get("interconnect") == "pcie" else "nvlink"
+    why = _capacity.multinode_why(split, tp=tp, pp=pp, dp=dp, interconnect=interconnect, lead=lead)
+    return split | {"why": why}
 
 
 def _dcp_for(tp: int, given: Mapping[str, Any], rec: Mapping[str, Any]) -> int:
@@ -332,6 +382,9 @@ def llm_plan_assemble(
             k: hardware.get(k)
             for k in ("gpu_name", "gpu_count", "gpu_memory_gib", "compute_capability", "interconnect")
         },
+        # Nodes of this hardware profile the plan spans, and how the layout splits them (null on one node).
+        "nnodes": int(layout.get("nnodes") or 1),
+        "multinode": dict(layout["multinode"]) if layout.get("multinode") else None,
         "engine": "vllm",
         "engine_version": engine_version,
         "engine_versions_modeled": _capacity.modeled_range_text(),
@@ -387,6 +440,19 @@ def _grid(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
     return [fmt(header), "-+-".join("-" * w for w in widths), *(fmt(r) for r in body)]
 
 
+def _nodes_lines(multinode: Mapping[str, Any] | None, hw: Mapping[str, Any]) -> list[str]:
+    """The node split of a plan over several nodes (nothing on one node)."""
+    if not multinode:
+        return []
+    nodes, split, per_node = multinode["nnodes"], multinode["split"], int(hw.get("gpu_count") or 0)
+    share = "whole pipeline stages" if split == "pipeline" else "whole data-parallel replicas"
+    return [
+        f"Nodes:    {nodes} x {per_node} GPUs = {nodes * per_node} GPUs; split by {split} ({share} on each "
+        f"node), {multinode['local_world_size']} GPUs of the layout per node",
+        f"          why: {multinode['why']}",
+    ]
+
+
 def llm_plan_table(result: Mapping[str, Any]) -> list[str]:
     """Render an ``llm_plan_result`` as lines: header, plan grid, decision, forced settings."""
     name = "llm_plan_table"
@@ -395,14 +461,17 @@ def llm_plan_table(result: Mapping[str, Any]) -> list[str]:
     hw = result.get("hardware") or {}
     plan = result["plan"]
     unavailable = set(result.get("kv_cache_dtypes_unavailable") or [])
+    nodes = int(result.get("nnodes") or 1)
+    node_count = "" if nodes == 1 else f"{nodes} nodes x "
     lines = [
         f"Model:    {result.get('model_name')} "
         f"({result.get('hf_repo')}@{result.get('hf_revision') or 'main'})",
         (
-            f"Hardware: {hw.get('gpu_count')} x {hw.get('gpu_name')}, "
+            f"Hardware: {node_count}{hw.get('gpu_count')} x {hw.get('gpu_name')}, "
             f"{_num(hw.get('gpu_memory_gib'))} GiB each, "
             f"SM {hw.get('compute_capability')}, {hw.get('interconnect')}"
         ),
+        *_nodes_lines(result.get("multinode"), hw),
         (
             f"Engine:   {result.get('engine')} {result.get('engine_version')}; layout TP "
             f"{result['tensor_parallel_size']} x PP {result['pipeline_parallel_size']} x DP "

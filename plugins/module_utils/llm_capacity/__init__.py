@@ -25,7 +25,8 @@ The package imports only the standard library; Ansible is optional so ``bin/llm-
 bare ``python3``. Modules, by concern: ``_common`` (constants, PlanInputError, validators), ``config``
 (config.json normalisation, quantization scheme), ``weights``, ``kv`` (KV layout and capacity),
 ``non_kv`` (activation, non-torch and CUDA-graph terms), ``checks`` (divisibility), ``plan_inputs``
-and ``plan`` (plan_memory) and ``layout`` (recommend_layout). Every name is re-exported here.
+and ``plan`` (plan_memory), ``layout`` (recommend_layout) and ``nodes`` (several nodes: TP inside a node,
+PP or DP across nodes). Every name is re-exported here.
 """
 
 from __future__ import annotations
@@ -90,6 +91,14 @@ from .layout import (
     mla_backend,
     recommend_layout,
     sparse_mla_backend,
+)
+from .nodes import (
+    TP_ACROSS_NODES,
+    check_nodes,
+    multinode_why,
+    node_problem,
+    node_split,
+    one_node_shortfall,
 )
 from .non_kv import (
     _V2_RUNNER_ARCHITECTURES,
@@ -174,6 +183,7 @@ __all__ = [
     "REPORT_FROM_CONCURRENCY_SINCE",
     "SAMPLER_FP32_COPIES",
     "SAMPLER_SORT_FP32_COPIES",
+    "TP_ACROSS_NODES",
     "TRITON_MLA_FP8_SINCE",
     "TRITON_TOPK_TOPP_SINCE",
     "V2_RUNNER_EVERYWHERE_SINCE",
@@ -212,6 +222,7 @@ __all__ = [
     "candidate_layouts",
     "check_divisibility",
     "check_modeled_version",
+    "check_nodes",
     "cudagraph_capture_sizes",
     "default_gpu_memory_utilization",
     "estimate_activation_gib",
@@ -224,7 +235,11 @@ __all__ = [
     "max_model_len_that_fits",
     "mla_backend",
     "modeled_range_text",
+    "multinode_why",
+    "node_problem",
+    "node_split",
     "normalize_architecture",
+    "one_node_shortfall",
     "parameter_inventory",
     "parse_version",
     "plan_memory",

@@ -19,6 +19,7 @@ from ._common import (
 from .checks import check_divisibility
 from .config import normalize_architecture
 from .kv import max_model_len_that_fits
+from .nodes import check_nodes, multinode_why, node_problem, node_split, one_node_shortfall
 from .plan import plan_memory
 
 # First release with FP8 KV in TRITON_MLA (vLLM PR #34597): the 0.17.1 sdist's triton_mla.py lists only
@@ -219,6 +220,8 @@ def _layout_score(p: dict[str, Any], target_concurrency: float) -> tuple[Any, ..
     # max_model_len over all DP replicas; then the smallest model instance (fewer TP ranks, more
     # DP replicas: less communication per token); then the cheaper settings (16-bit cache, smaller
     # DCP: DCP adds an all-gather per decode step); then the most KV tokens over all replicas.
+    # On several nodes a pipeline split has PP >= the node count, so a model one node holds without
+    # PP always gets DP across the nodes.
     return (
         -lay["pipeline_parallel_size"],
         min(p["max_concurrency"] * lay["data_parallel_size"], target_concurrency),
@@ -231,7 +234,7 @@ def _layout_score(p: dict[str, Any], target_concurrency: float) -> tuple[Any, ..
 
 def _no_fit_result(
     *,
-    gpus: int,
+    gpus: str,
     target: int,
     candidates: list[dict[str, Any]],
     skipped: list[str],
@@ -340,20 +343,24 @@ def recommend_layout(
     mm_encoder_tp_mode: str = "weights",
     interconnect: str = "nvlink",
     target_concurrency: float = 16.0,
+    nodes: int = 1,
 ) -> dict[str, Any]:
     """Search TP/PP/DCP and KV dtype for the given GPUs; return the layout that fits with the reasons.
 
-    Preference: no pipeline stages if possible, then room for ``target_concurrency`` requests of the
-    target context, then the cheaper settings (16-bit KV, no or small DCP), then the most KV tokens.
+    ``gpu_count`` is the GPUs of one node; ``nodes`` identical nodes are planned with TP inside a node and
+    PP or DP across nodes (nodes.py). Preference: no pipeline stages if possible, then room for
+    ``target_concurrency`` requests of the target context, then the cheaper settings (16-bit KV, no or
+    small DCP), then the most KV tokens.
     """
     target_concurrency = _positive_float("target_concurrency", target_concurrency)
     gpus = _positive_int("gpu_count", gpu_count)
+    nodes = check_nodes(nodes)
     arch = normalize_architecture(hf_config)
     notes: list[str] = []
     dtypes = list(kv_cache_dtypes or ["bfloat16", "fp8"])
     backend = _mla_attention(arch, compute_capability, vllm_version, dtypes, notes)
     model_max = int(arch["max_position_embeddings"] or 8192)
-    layouts, skipped = candidate_layouts(arch, gpus)
+    layouts, skipped = candidate_layouts(arch, gpus, nodes)
     search = _LayoutSearch(
         hf_config=hf_config,
         arch=arch,
@@ -368,7 +375,7 @@ def recommend_layout(
             "max_num_batched_tokens": max_num_batched_tokens,
             "checkpoint_gib": checkpoint_gib,
             "vllm_version": vllm_version,
-            "gpu_count": gpus,
+            "gpu_count": gpus * nodes,
             "mm_encoder_tp_mode": mm_encoder_tp_mode,
             "interconnect": interconnect,
         },
@@ -382,31 +389,95 @@ def recommend_layout(
     )
     fitting = [p for p in candidates if p["fits"]]
     if not fitting:
-        return _no_fit_result(
-            gpus=gpus, target=target, candidates=candidates, skipped=skipped, notes=notes, backend=backend
+        result = _no_fit_result(
+            gpus=str(gpus) if nodes == 1 else f"{nodes} x {gpus}",
+            target=target,
+            candidates=candidates,
+            skipped=skipped,
+            notes=notes,
+            backend=backend,
         )
-    best = max(fitting, key=lambda p: _layout_score(p, target_concurrency))
-    return _fit_result(
-        best, arch=arch, backend=backend, target=target, candidates=candidates, skipped=skipped, notes=notes
+    else:
+        best = max(fitting, key=lambda p: _layout_score(p, target_concurrency))
+        result = _fit_result(
+            best,
+            arch=arch,
+            backend=backend,
+            target=target,
+            candidates=candidates,
+            skipped=skipped,
+            notes=notes,
+        )
+        if nodes > 1:
+            result["multinode"] = _multinode(
+                best,
+                candidates,
+                nodes=nodes,
+                interconnect=interconnect,
+                target_concurrency=target_concurrency,
+            )
+            result["reasons"].append(f"{nodes} nodes x {gpus} GPUs: {result['multinode']['why']}")
+    return result | {"nnodes": nodes, "gpus_per_node": gpus}
+
+
+def _multinode(
+    best: dict[str, Any],
+    candidates: list[dict[str, Any]],
+    *,
+    nodes: int,
+    interconnect: str,
+    target_concurrency: float,
+) -> dict[str, Any]:
+    """The chosen layout's node split and why, in the per-GPU figures of the plans behind it."""
+    lay = best["layout"]
+    tp, pp, dp = lay["tensor_parallel_size"], lay["pipeline_parallel_size"], lay["data_parallel_size"]
+    split = node_split(tp=tp, pp=pp, dp=dp, nodes=nodes)
+    # Instances inside one node (replicas whole on a node): the widest TP without PP, as one node would
+    # run the model, and the best one that fits (with PP inside the node, if any does).
+    one_node = [p for p in candidates if p["layout"]["data_parallel_size"] % nodes == 0]
+    flat = [p for p in one_node if p["layout"]["pipeline_parallel_size"] == 1] or one_node
+    alone = max(
+        flat, key=lambda p: (p["layout"]["tensor_parallel_size"], p["kv_cache_gib_per_gpu"]), default=None
     )
+    shortfall = one_node_shortfall(alone)
+    inside = [p for p in one_node if p["fits"] and p is not alone]
+    if inside:
+        shortfall += "; " + one_node_shortfall(
+            max(inside, key=lambda p: _layout_score(p, target_concurrency))
+        )
+    why = multinode_why(
+        split,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        interconnect=interconnect,
+        lead=shortfall if split["split"] == "pipeline" else None,
+        weights_gib=best["weights_gib_per_gpu"],
+    )
+    return split | {"why": why}
 
 
-def candidate_layouts(arch: dict[str, Any], gpus: int) -> tuple[list[tuple[int, int, int]], list[str]]:
+def candidate_layouts(
+    arch: dict[str, Any], gpus: int, nodes: int = 1
+) -> tuple[list[tuple[int, int, int]], list[str]]:
     """(TP, PP, DP) splits of the GPUs vLLM would start, and why the others are left out.
 
     TP and PP are powers of two; DP takes the GPUs one TP x PP instance leaves. A split vLLM refuses
-    (check_divisibility: heads, KV heads, intermediate sizes, more stages than layers) is skipped.
+    (check_divisibility: heads, KV heads, intermediate sizes, more stages than layers) is skipped. On
+    several nodes (``gpus`` per node) the splits cover all their GPUs, and one with TP across nodes or
+    that neither PP nor DP spreads over the nodes is skipped too (node_problem).
     """
     valid: list[tuple[int, int, int]] = []
     skipped: list[str] = []
-    for tp in _pow2_divisors(gpus):
-        for pp in _pow2_divisors(gpus // tp):
-            dp = gpus // (tp * pp)
-            problems = check_divisibility(arch, tp=tp, pp=pp, dp=dp, ep=False, dcp=1)
+    total = gpus * nodes
+    for tp in _pow2_divisors(total):
+        for pp in _pow2_divisors(total // tp):
+            dp = total // (tp * pp)
+            placement = node_problem(tp=tp, pp=pp, dp=dp, nodes=nodes, gpus_per_node=gpus)
+            problems = [placement] if placement else []
+            problems += [x["message"] for x in check_divisibility(arch, tp=tp, pp=pp, dp=dp, ep=False, dcp=1)]
             if problems:
-                skipped.append(
-                    f"TP {tp} x PP {pp} x DP {dp} skipped: " + "; ".join(x["message"] for x in problems)
-                )
+                skipped.append(f"TP {tp} x PP {pp} x DP {dp} skipped: " + "; ".join(problems))
             else:
                 valid.append((tp, pp, dp))
     return valid, skipped
