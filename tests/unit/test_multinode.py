@@ -51,7 +51,8 @@ def test_inputs_set_per_host_are_refused_naming_hosts_and_values() -> None:
     assert len(problems) == 2
     assert 'llm_vllm_version differs between the hosts of the group (a: "0.33.0", b: "0.22.0")' in problems[0]
     # A secret is named, never shown.
-    assert problems[1].startswith("llm_api_key differs") and "k1" not in problems[1] and "<hidden>" in problems[1]
+    assert problems[1].startswith("llm_api_key differs")
+    assert "k1" not in problems[1] and "<hidden>" in problems[1]
     same = {"a": {"llm_vllm_version": "0.33.0"}, "b": {"llm_vllm_version": "0.33.0"}}
     assert mn.group_input_problems(same) == []
     unset = {"a": {"llm_tensor_parallel_size": 2}, "b": {}}
