@@ -6,8 +6,10 @@ from __future__ import annotations
 import http.server
 import importlib.util
 import json
+import socket
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -177,3 +179,36 @@ def test_watchdog_once_prints_the_round(engine, tmp_path: Path, capsys) -> None:
     path.write_text(json.dumps(spec))
     assert watchdog.main(["vllm_watchdog.py", str(path), "--once"]) == 0
     assert capsys.readouterr().out.strip().endswith("healthy")
+
+
+def test_worker_watchdog_follows_its_connection_to_the_head(tmp_path: Path) -> None:
+    head = socket.create_server(("127.0.0.1", 0))
+    port = head.getsockname()[1]
+    marker = tmp_path / "restarted"
+    spec = {
+        "mode": "worker",
+        "master_addr": "127.0.0.1",
+        "master_port": port,
+        "failures": 2,
+        "active_cmd": ["true"],
+        "restart_cmd": ["touch", str(marker)],
+    }
+    dog = watchdog.Watchdog(spec)
+    # Not connected yet (a worker still starting): nothing to judge.
+    assert dog.round() == "idle"
+    client = socket.create_connection(("127.0.0.1", port))
+    accepted, _ = head.accept()
+    assert watchdog.connected_to("127.0.0.1", port)
+    assert dog.round() == "healthy"
+    # The head dies: its side closes; the worker's end is left in CLOSE-WAIT, which is no connection.
+    accepted.close()
+    head.close()
+    time.sleep(0.2)
+    assert not watchdog.connected_to("127.0.0.1", port)
+    assert [dog.round(), dog.round()] == ["failing", "restarted"] and marker.exists()
+    client.close()
+
+
+def test_proc_net_tcp_addresses_are_read_in_host_byte_order() -> None:
+    assert watchdog._proc_address("0100007F:7339") == ("127.0.0.1", 29497)
+    assert watchdog._proc_address("0A4D590A:1F90") == ("10.89.77.10", 8080)
