@@ -4,8 +4,10 @@ SHELL := /bin/bash
 VENV ?= .venv
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
-# Molecule scenarios, run in this order (a directory without molecule.yml is not a scenario).
+# Molecule scenarios, run in this order (a directory without molecule.yml is not a scenario); those in
+# PARALLEL_SCENARIOS run beside the others (scripts/molecule-all.sh says why).
 SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
+export PARALLEL_SCENARIOS ?= deploy_multinode
 
 .PHONY: setup system-deps plan demo demo-down test lint unit integration molecule bench
 
@@ -45,7 +47,7 @@ integration: setup
 	pytest -q tests/integration
 
 molecule: setup system-deps
-	@for s in $(SCENARIOS); do echo "=== molecule test -s $$s"; molecule test -s $$s; done
+	scripts/molecule-all.sh $(SCENARIOS)
 
 bench: setup system-deps
 	@for b in $(sort $(wildcard tests/bench/*.sh)); do echo "=== $$b"; $$b; done

@@ -10,6 +10,10 @@ shift $(($# >= 2 ? 2 : 1))
 here=$(cd "$(dirname "$0")" && pwd)
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$here/containers.conf}
 
+# Scenarios created at the same time build one image, once: the second waits here, then finds it.
+exec 9>"${TMPDIR:-/tmp}/llmdeploy-build-image.lock"
+flock 9
+
 if podman image exists "$image"; then
   echo "image $image: present, not rebuilt"
   exit 0
