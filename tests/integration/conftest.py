@@ -8,6 +8,7 @@ binary needed: the pointer and the object are written directly).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -157,6 +158,15 @@ def run_playbook(
         )
     finally:
         vars_file.unlink(missing_ok=True)
+
+
+def sha256(path: Path) -> str:
+    """A file's sha256, read in 4 MiB chunks (weights can be large)."""
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def recap(stdout: str) -> dict[str, int]:

@@ -12,20 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Hub, recap, run_playbook
+from conftest import ROOT, Hub, recap, run_playbook, sha256
 from gguf import GGUFReader
 from hf_model_repos import random_file, safetensors_model, split_gguf
 
 pytestmark = pytest.mark.slow
 PLAY = ROOT / "tests" / "integration" / "playbooks" / "hf_model.yml"
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def snapshot(d: Path) -> dict[str, tuple[int, int, int]]:

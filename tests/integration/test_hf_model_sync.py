@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import Hub, _free_port, run_playbook
+from conftest import Hub, _free_port, run_playbook, sha256
 from hf_model_repos import safetensors_model
 
 pytestmark = pytest.mark.slow
@@ -43,14 +43,6 @@ PLAY = """---
         mode: "0644"
       changed_when: false
 """
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def daemons() -> str:
