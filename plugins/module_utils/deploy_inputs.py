@@ -339,6 +339,23 @@ INPUTS: dict[str, Input] = {
         "an absolute directory of its own (not / or a system directory such as /usr or /etc), "
         "e.g. /var/lib/llm/models",
     ),
+    "llm_model_source_dir": Input(
+        "",
+        lambda v: v == "" or _is_own_dir(v),
+        "empty (download from the hub) or the absolute directory on the host that already holds the model "
+        "(checked and served in place; split GGUF parts are merged into llm_model_dir), e.g. /srv/models/x",
+    ),
+    "llm_gguf_base_source_dir": Input(
+        "",
+        lambda v: v == "" or _is_own_dir(v),
+        "empty (download the base model's config and tokenizer) or the absolute directory on the host that "
+        "already holds them (a GGUF model's --hf-config-path and --tokenizer), e.g. /srv/models/base",
+    ),
+    "llm_engine": Input(
+        "vllm",
+        lambda v: v in ("vllm", "sglang"),
+        "vllm (the default) or sglang (GPU hosts only; the model's catalog entry must allow it)",
+    ),
     "llm_env_path": Input(
         "/opt/ml-env",
         _is_own_dir,

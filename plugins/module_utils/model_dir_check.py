@@ -134,15 +134,17 @@ def check_model_dir(
     allow: Iterable[str] = (),
     ignore: Iterable[str] = (),
     marker: Mapping[str, Any] | None = None,
+    require_weights: bool = True,
 ) -> dict[str, Any]:
-    """Files, total size and the problems found (empty when the directory holds a usable model)."""
+    """Files, total size and the problems found (empty when the directory holds a usable model).
+    ``require_weights=False``: only config.json and the tokenizer are wanted (a GGUF model's base)."""
     base = Path(root)
     if not base.is_dir():
         return {"files": {}, "total_bytes": 0, "problems": [f"{base} is not a directory on this host"]}
     files = list_files(base, allow, ignore)
     problems: list[str] = []
     weights = [f for f in files if f.endswith((".safetensors", ".gguf", ".bin", ".pt", ".pth"))]
-    if not weights:
+    if not weights and require_weights:
         problems.append(f"{base} holds no weights (.safetensors, .gguf, .bin)")
     gguf_only = bool(weights) and all(f.endswith(".gguf") for f in weights)
     if not gguf_only:

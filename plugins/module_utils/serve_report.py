@@ -210,8 +210,42 @@ def _probe_results(probes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _quality_check(results: Sequence[Mapping[str, Any]], min_ratio: float) -> tuple[dict[str, Any], float]:
+# Checkpoint formats whose answers must pass the model's quality probes before the endpoint is called usable:
+# a GGUF quant can load and answer fluently while being wrong (the reference story's GLM-5 UD-Q4_K_XL).
+PROBES_REQUIRED_FORMATS = ("gguf",)
+HINT_QUANT_UNPROBED = (
+    "quantized weights can load and answer fluently yet wrongly, so such an endpoint is called usable only "
+    "after the model's own probes pass: add quality_probes to its catalog entry (serve_verify_probes)"
+)
+
+
+def quantization_summary(quant: Any) -> dict[str, Any] | None:
+    """The checkpoint's quantization as the report shows it; None when the deploy gave none."""
+    if not isinstance(quant, Mapping) or not quant.get("format"):
+        return None
+    fmt = str(quant["format"]).lower()
+    bits = quant.get("bits_per_weight")
+    return {
+        "format": fmt,
+        "level": str(quant.get("level") or "") or None,
+        "file_type": str(quant.get("file_type") or "") or None,
+        "bits_per_weight": float(bits)
+        if isinstance(bits, int | float) and not isinstance(bits, bool)
+        else None,
+        "probes_required": fmt in PROBES_REQUIRED_FORMATS,
+    }
+
+
+def _quality_check(
+    results: Sequence[Mapping[str, Any]], min_ratio: float, quant: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any], float]:
     if not results:
+        if quant and quant["probes_required"]:
+            what = " ".join(x for x in (quant["format"].upper(), quant["level"]) if x)
+            return (
+                _check("quality", False, f"a {what} checkpoint with no quality probes", HINT_QUANT_UNPROBED),
+                0.0,
+            )
         return _check("quality", True, "no probes configured"), 1.0
     passed = sum(r["passed"] for r in results)
     ratio = passed / len(results)
@@ -360,7 +394,8 @@ def _throughput_summary(tp: Mapping[str, Any]) -> dict[str, Any]:
 
 def serve_verify_report(observations: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
     """Judge one endpoint. settings: model, checkpoint, tool_call_parser, reasoning_parser, min_pass_ratio,
-    planned_kv_tokens, kv_tolerance, engine_log (text), log_tail_lines, engine_args, gpu_facts, base_url."""
+    planned_kv_tokens, kv_tolerance, engine_log (text), log_tail_lines, engine_args, gpu_facts, base_url,
+    quantization ({format, level, file_type, bits_per_weight}: a GGUF checkpoint needs quality probes)."""
     if not isinstance(observations, Mapping) or "health" not in observations:
         raise _fail("serve_verify_report", "expected the serve_verify_probe module's `observations` dict")
     model = str(settings.get("model") or "")
@@ -379,7 +414,8 @@ def serve_verify_report(observations: Mapping[str, Any], settings: Mapping[str, 
     if health.get("status") == 200:
         checks.append(_chat_check(observations.get("chat")))
     probes = _probe_results(observations.get("probes") or [])
-    quality, ratio = _quality_check(probes, min_ratio)
+    quant = quantization_summary(settings.get("quantization"))
+    quality, ratio = _quality_check(probes, min_ratio, quant)
     if health.get("status") == 200:
         checks.append(quality)
     if tool_parser and health.get("status") == 200:
@@ -406,6 +442,7 @@ def serve_verify_report(observations: Mapping[str, Any], settings: Mapping[str, 
         "passed": passed,
         "model": model,
         "checkpoint": str(settings.get("checkpoint") or "") or None,
+        "quantization": quant,
         "base_url": observations.get("base_url", settings.get("base_url", "")),
         "engine_version": version.get("version"),
         "engine_args": settings.get("engine_args") or {},
@@ -491,6 +528,24 @@ def _throughput_lines(tp: Mapping[str, Any]) -> list[str]:
     return lines + _table(header, rows)
 
 
+def _quantization_lines(quant: Mapping[str, Any] | None) -> list[str]:
+    if not quant:
+        return []
+    detail = ", ".join(
+        x
+        for x in (
+            quant.get("file_type"),
+            f"{quant['bits_per_weight']:g} bits per weight" if quant.get("bits_per_weight") else None,
+        )
+        if x
+    )
+    line = f"- quantization: {quant['format'].upper()} {quant.get('level') or ''}".rstrip()
+    line += f" ({detail})" if detail else ""
+    if quant.get("probes_required"):
+        line += ": quantized weights, judged usable only by the quality probes below"
+    return [line]
+
+
 def serve_verify_markdown(report: Mapping[str, Any]) -> list[str]:
     """The report as Markdown lines (written to report.md and printed by the role)."""
     if not isinstance(report, Mapping) or "checks" not in report:
@@ -501,6 +556,7 @@ def serve_verify_markdown(report: Mapping[str, Any]) -> list[str]:
         "",
         f"- endpoint: {report['base_url']}",
         *([f"- checkpoint: {report['checkpoint']}"] if report.get("checkpoint") else []),
+        *_quantization_lines(report.get("quantization")),
         f"- engine version: {_cell(report.get('engine_version'))}",
         f"- tool-call parser: {_cell(report.get('tool_call_parser'))}; "
         f"reasoning parser: {_cell(report.get('reasoning_parser'))}",

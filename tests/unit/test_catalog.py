@@ -143,7 +143,19 @@ def test_gguf_split_is_consistent() -> None:
     first = gguf["part_pattern"].format(index=1, count=gguf["part_count"])
     assert first == gguf["first_part"]
     assert first.endswith("-00001-of-00010.gguf")
-    assert gguf["merge_command"].format(**gguf).split()[-2:] == [gguf["first_part"], gguf["merged_file"]]
+    assert gguf["base_repo"] == model["hf_config_repo"] == "zai-org/GLM-5"
+
+
+def test_tiny_gguf_entry_asks_what_the_tiny_model_was_taught() -> None:
+    """The GGUF test model is the trained tiny chat model quantized: same config, same quality probes."""
+    tiny = _load(ROOT / "catalog/models/tiny_test.yml", "llm_model")
+    gguf = _load(ROOT / "catalog/models/tiny_test_gguf.yml", "llm_model")
+    assert gguf["quality_probes"] == tiny["quality_probes"]
+    assert gguf["quality_min_pass_ratio"] == tiny["quality_min_pass_ratio"]
+    assert gguf["hf_config"] == tiny["hf_config"]
+    assert gguf["gguf"]["base_repo"] == tiny["hf_repo"]
+    first = gguf["gguf"]["part_pattern"].format(index=1, count=gguf["gguf"]["part_count"])
+    assert first == gguf["gguf"]["first_part"]
 
 
 _PATCH_KEYS = {"id", "file", "action", "json_path", "reason", "when"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -48,7 +47,7 @@ def test_python_merge_keeps_every_tensor_and_metadata(tmp_path: Path) -> None:
     tensors = _split(tmp_path)
     group = _group(tmp_path)
     assert group["count"] == 3 and group["missing"] == []
-    out = g.merge_group(tmp_path, group, "no-such-llama-gguf-split")
+    out = g.merge_group(tmp_path, group)
     assert out["method"] == "gguf-python" and out["tensors"] == len(tensors)
     reader = GGUFReader(tmp_path / "m.gguf")
     assert reader.get_field("split.count") is None
@@ -68,7 +67,7 @@ def test_lfs_pointer_part_is_named(tmp_path: Path) -> None:
         "version https://git-lfs.github.com/spec/v1\noid sha256:" + "1" * 64 + "\nsize 999\n"
     )
     with pytest.raises(Refused, match="Git-LFS pointer file"):
-        g.merge_group(tmp_path, group, "no-such-tool")
+        g.merge_group(tmp_path, group)
     assert not (tmp_path / "m.gguf").exists()
 
 
@@ -79,15 +78,51 @@ def test_missing_and_damaged_parts_refused(tmp_path: Path) -> None:
         g.merge_group(tmp_path, {**group, "missing": [group["parts"][2]]}, "x")
     (tmp_path / group["parts"][2]).unlink()
     with pytest.raises(Refused, match="missing on disk"):
-        g.merge_group(tmp_path, group, "x")
+        g.merge_group(tmp_path, group)
     _split(tmp_path)
     (tmp_path / group["parts"][0]).write_bytes(b"\x00" * 64)
     with pytest.raises(Refused, match="GGUF magic"):
-        g.merge_group(tmp_path, group, "x")
+        g.merge_group(tmp_path, group)
 
 
-@pytest.mark.skipif(shutil.which("llama-gguf-split") is None, reason="llama.cpp-tools is not installed")
-def test_llama_gguf_split_merge(tmp_path: Path) -> None:
-    tensors = _split(tmp_path)
-    out = g.merge_group(tmp_path, _group(tmp_path), "llama-gguf-split")
-    assert out["tensors"] == len(tensors) and out["method"].endswith("llama-gguf-split")
+def test_a_merge_that_mixes_up_tensor_bytes_is_refused_and_not_kept(tmp_path: Path, monkeypatch) -> None:
+    """Same names, shapes and types, but two tensors' bytes swapped: the per-tensor digest catches it."""
+    _split(tmp_path)
+    group = _group(tmp_path)
+    real_merge = g._merge_python
+
+    def swapping_merge(parts, out):
+        real_merge(parts, out)
+        reader = GGUFReader(out)
+        a, b = (t for t in reader.tensors if t.name in ("blk.0.ffn.weight", "blk.1.ffn.weight"))
+        data = bytearray(out.read_bytes())
+        sa, sb = int(a.data_offset), int(b.data_offset)
+        n = int(a.n_bytes)
+        data[sa : sa + n], data[sb : sb + n] = data[sb : sb + n], data[sa : sa + n]
+        out.write_bytes(bytes(data))
+
+    monkeypatch.setattr(g, "_merge_python", swapping_merge)
+    with pytest.raises(Refused, match=r"different bytes: blk\.0\.ffn\.weight, blk\.1\.ffn\.weight"):
+        g.merge_group(tmp_path, group)
+    assert not (tmp_path / "m.gguf").exists()
+    assert not list(tmp_path.glob(".m.gguf.partial"))
+
+
+def test_merge_reports_the_quant_level_of_the_file(tmp_path: Path) -> None:
+    _split(tmp_path)
+    out = g.merge_group(tmp_path, _group(tmp_path))
+    # Five 8x32 float32 tensors (256 elements each, 32 bits) and one Q8_0 block (34 bytes for 32 weights).
+    assert out["weights_by_type"] == {"F32": 1280, "Q8_0": 32}
+    assert out["bits_per_weight"] == round(8 * (1280 * 4 + 34) / 1312, 2)
+    assert out["file_type"] is None  # the unit file declares none
+
+
+def test_merge_into_another_directory_leaves_the_parts_alone(tmp_path: Path) -> None:
+    src, dest = tmp_path / "src", tmp_path / "dest"
+    src.mkdir()
+    dest.mkdir()
+    _split(src)
+    before = {p.name: p.read_bytes() for p in src.iterdir()}
+    out = g.merge_group(src, _group(src), dest)
+    assert (dest / out["path"]).is_file()
+    assert {p.name: p.read_bytes() for p in src.iterdir()} == before

@@ -381,3 +381,29 @@ def test_the_report_names_the_commit_that_was_served() -> None:
     unnamed = sr.serve_verify_report(GOOD_OBS, SETTINGS)
     assert unnamed["checkpoint"] is None
     assert not any(line.startswith("- checkpoint") for line in sr.serve_verify_markdown(unnamed))
+
+
+GGUF_Q4 = {"format": "gguf", "level": "UD-Q4_K_XL", "file_type": "MOSTLY_Q4_K_M", "bits_per_weight": 4.93}
+
+
+def test_a_gguf_deployment_is_flagged_with_its_quant_level_and_judged_by_its_probes() -> None:
+    report = sr.serve_verify_report(GOOD_OBS, {**SETTINGS, "quantization": GGUF_Q4})
+    assert report["passed"] is True
+    assert report["quantization"]["probes_required"] is True
+    (line,) = [x for x in sr.serve_verify_markdown(report) if x.startswith("- quantization")]
+    assert line == (
+        "- quantization: GGUF UD-Q4_K_XL (MOSTLY_Q4_K_M, 4.93 bits per weight): quantized weights, "
+        "judged usable only by the quality probes below"
+    )
+
+
+def test_a_gguf_deployment_without_quality_probes_is_not_called_usable() -> None:
+    settings = {**SETTINGS, "reasoning_parser": ""}
+    report = sr.serve_verify_report(_obs(probes=[]), {**settings, "quantization": GGUF_Q4})
+    assert report["passed"] is False
+    (failure,) = report["failures"]
+    assert failure.startswith("quality: a GGUF UD-Q4_K_XL checkpoint with no quality probes.")
+    assert "add quality_probes to its catalog entry" in failure
+    # The same endpoint of an unquantized checkpoint passes without probes, as before.
+    assert sr.serve_verify_report(_obs(probes=[]), {**settings, "quantization": {"format": "bf16"}})["passed"]
+    assert sr.serve_verify_report(_obs(probes=[]), settings)["quantization"] is None

@@ -266,11 +266,7 @@ class Downloader:
         self.phase = "merge"
         out = []
         for g in groups.values():
-            out.append(
-                hf_model_gguf.merge_group(
-                    self.local_dir, g, self.req.get("gguf_split_bin") or "llama-gguf-split"
-                )
-            )
+            out.append(hf_model_gguf.merge_group(self.local_dir, g))
         return out
 
     def write_marker(self, merged: list[dict[str, Any]]) -> dict[str, Any]:
