@@ -10,6 +10,7 @@ from ansible_collections.llmdeploy.llm.plugins.module_utils.llm_capacity import 
     plan_memory,
     recommend_layout,
 )
+from ansible_collections.llmdeploy.llm.plugins.module_utils.llm_capacity.sglang import sglang_kv_pool
 
 DOCUMENTATION = r"""
 name: llm_capacity
@@ -23,9 +24,12 @@ description:
     concurrency, a fit verdict and its reasons.
   - C(llm_recommend) searches TP/PP/DCP and KV dtype for a GPU count and returns the best layout with
     the reasons, including what the GPU architecture forces (for example TRITON_MLA on SM 12.x).
-    With C(nodes=N) (default 1) C(gpu_count) is the GPUs of one node and N identical nodes are planned:
+    With C(nodes=N) (default 1) C(gpu_count) is the GPUs of one node and N identical nodes are planned;
     TP stays inside a node, pipeline stages or data-parallel replicas split the nodes; the result's
     C(multinode) says how (split, local_world_size) and why.
+  - C(llm_sglang_plan) sizes SGLang 0.5.17's KV pool the way SGLang does (mem_fraction_static of the GPU
+    holds the weights and the KV pool; its default rule when not given), from the weights per GPU of a
+    plan, and returns the fraction, the pool bytes per GPU, the tokens and a note saying so.
 """
 
 EXAMPLES = r"""
@@ -44,6 +48,11 @@ EXAMPLES = r"""
     layout: >-
       {{ llm_model.hf_config | llm_recommend(gpu_memory_gib=139.8, gpu_count=8, nodes=2,
          checkpoint_gib=958.5, compute_capability='9.0') }}
+- name: SGLang's own KV pool for the chosen layout
+  ansible.builtin.set_fact:
+    sglang_pool: >-
+      {{ llm_model.hf_config | llm_sglang_plan(weights_gib_per_gpu=53.98, gpu_memory_gib=95.59,
+         tensor_parallel_size=8, kv_cache_dtype='bfloat16', compute_capability='12.0') }}
 """
 
 RETURN = r"""
@@ -76,4 +85,5 @@ class FilterModule:
         return {
             "llm_plan": _filter("llm_plan", plan_memory),
             "llm_recommend": _filter("llm_recommend", recommend_layout),
+            "llm_sglang_plan": _filter("llm_sglang_plan", sglang_kv_pool),
         }

@@ -6,6 +6,12 @@
 #   chat    deploy_tiny.yml: the trained tiny chat model (gate, tool call and reasoning checks)
 #   again   the same deploy again (must report changed=0)
 #   dsv3    deploy_model.yml with tiny_dsv3 (MLA + MoE, the DeepSeek-V3/Kimi code path), replacing the chat model
+#   gguf    the chat model as a two-part Q8_0 GGUF (tests/models/make_gguf.py, with the engine venv's gguf), deployed
+#           with deploy_model.yml -e llm_model_name=tiny_test_gguf: parts merged by hf_model, base config and
+#           tokenizer given as --hf-config-path/--tokenizer, vLLM 0.22's own GGUF loader, serve_verify's gate
+#   gguf_again   the same deploy again (must report changed=0)
+#   gguf_bad     a GGUF written without the rotary permutation (loads, answers garbage): the gate must refuse it
+#                and the verified GGUF service must come back
 #   collect the logs, reports and engine log into $OUT/gpu_deploy.tgz
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_deploy_out}
@@ -56,6 +62,21 @@ for step in "$@"; do
     dsv3)
       deploy dsv3 playbooks/deploy_model.yml -e llm_model_name=tiny_dsv3 -e hf_model_source_dir="$SRC/dsv3_mla" -e llm_start_timeout_minutes=6 \
         -e '{"llm_engine_args": {"moe-backend": "triton"}}' ;;
+    gguf)
+      /opt/ml-env/bin/python tests/models/make_gguf.py "$SRC/tiny-chat" "$SRC/tiny-chat-gguf/tiny-chat-Q8_0.gguf" \
+        --type Q8_0 --split-max-tensors 12 || exit 1
+      /opt/ml-env/bin/python tests/models/make_gguf.py "$SRC/tiny-chat" "$SRC/tiny-chat-gguf-bad/tiny-chat-Q8_0.gguf" \
+        --type Q8_0 --split-max-tensors 12 --no-permute || exit 1
+      chmod -R a+rX "$SRC"
+      deploy gguf playbooks/deploy_model.yml -e llm_model_name=tiny_test_gguf -e llm_model_source_dir="$SRC/tiny-chat-gguf" \
+        -e llm_gguf_base_source_dir="$SRC/tiny-chat" -e llm_start_timeout_minutes=6 ;;
+    gguf_again)
+      deploy gguf_again playbooks/deploy_model.yml -e llm_model_name=tiny_test_gguf -e llm_model_source_dir="$SRC/tiny-chat-gguf" \
+        -e llm_gguf_base_source_dir="$SRC/tiny-chat" -e llm_start_timeout_minutes=6 ;;
+    gguf_bad)
+      deploy gguf_bad playbooks/deploy_model.yml -e llm_model_name=tiny_test_gguf -e llm_model_source_dir="$SRC/tiny-chat-gguf-bad" \
+        -e llm_gguf_base_source_dir="$SRC/tiny-chat" -e llm_start_timeout_minutes=6
+      echo "after the refused deploy: $(curl -s -m 30 http://127.0.0.1:8000/v1/models | head -c 300)" ;;
     collect)
       cp /var/log/vllm/vllm.log "$OUT/engine.log" 2>/dev/null
       # Reports, the rendered service files (no secrets in this run) and supervisord's own log.

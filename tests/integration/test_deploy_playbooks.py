@@ -80,3 +80,43 @@ def test_real_h200_host_is_replanned_and_refused_when_kimi_does_not_fit():
     assert "[plan_does_not_fit]" in out
     assert recap(proc.stdout)["changed"] == 0
     assert "TASK [ml_env" not in out
+
+
+def test_glm5_nvfp4_on_sglang_plans_with_sglangs_accounting_and_renders_its_command_line():
+    proc = _run("deploy_glm5_nvfp4.yml", "-e", "llm_engine=sglang", "-e", "llm_deploy_plan_only=true")
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode == 0, out[-3000:]
+    # SGLang's own figure, stated as such: mem_fraction_static over weights + KV (its default rule on 96 GB).
+    assert "SGLang 0.5.17 accounting" in out and "mem_fraction_static 0.833 (SGLang default rule)" in out
+    assert re.search(
+        r"KV pool [0-9.]+ GiB per GPU, [0-9]+ tokens \(bfloat16, attention backend dsa\)", out
+    ), out
+    # The command line the service would run: the plan's TP and KV dtype, the fraction, the parsers; no key.
+    command = re.search(r"msg: (/opt/ml-env-sglang/bin/python \S+/sglang_serve.py .*?--enable-metrics)", out)
+    assert command, out[-4000:]
+    argv = command.group(1).split()
+    expected = {
+        "--tp-size": "8",
+        "--kv-cache-dtype": "bfloat16",
+        "--mem-fraction-static": "0.833",
+        "--tool-call-parser": "glm47",
+        "--reasoning-parser": "glm45",
+    }
+    assert {flag: argv[argv.index(flag) + 1] for flag in expected} == expected, argv
+    assert "--api-key" not in argv
+    assert recap(proc.stdout)["changed"] == 0
+
+
+@pytest.mark.parametrize(
+    ("playbook", "extra", "reason"),
+    [
+        ("deploy_kimi.yml", [], "the catalog entry lists engines vllm"),
+        ("deploy_glm5_gguf.yml", [], "a GGUF checkpoint is served by vLLM here"),
+    ],
+)
+def test_sglang_is_refused_where_it_was_not_checked(playbook, extra, reason):
+    proc = _run(playbook, "-e", "llm_engine=sglang", "-e", "llm_deploy_plan_only=true", *extra)
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0
+    assert "llm_engine=sglang is refused for" in out and reason in out, out[-3000:]
+    assert "Fix: deploy it with llm_engine=vllm" in out

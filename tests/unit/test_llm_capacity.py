@@ -543,7 +543,7 @@ def test_recommend_reports_no_fit():
 
 def test_filter_module_maps_names_and_wraps_errors():
     filters = _collection.filters("llm_capacity")
-    assert set(filters) == {"llm_plan", "llm_recommend"}
+    assert set(filters) == {"llm_plan", "llm_recommend", "llm_sglang_plan"}
     out = filters["llm_plan"](config(LLAMA8B), gpu_memory_gib=80)
     assert out["fits"]
     with pytest.raises(lc.AnsibleFilterError, match=r"llm_plan: tensor_parallel_size"):

@@ -19,6 +19,9 @@ CONFIGS = ROOT / "tests" / "data" / "model_configs"
 CATALOG_KEYS = set(yaml.safe_load((ROOT / "catalog/models/tiny_test.yml").read_text())["llm_model"]) - {
     "hf_config",
     "known_issues",
+    # Optional: the engines a catalog entry was proven on besides vLLM (default [engine]) and their options.
+    "engines",
+    "sglang",
 }
 
 
