@@ -79,16 +79,21 @@ def probe_errors(probes: Any) -> list[str]:
 
 
 def kv_from_log(text: str) -> dict[str, Any]:
-    """KV facts from vLLM's log: tokens and pool ('GPU', 'CPU'), and available KV memory per rank."""
+    """KV facts from the engine's log: tokens and pool ('GPU', 'CPU'), and available KV memory per rank.
+    vLLM: 'GPU KV cache size: N tokens'; SGLang: the scheduler's 'max_total_num_tokens=N' (pool 'GPU')."""
     if not isinstance(text, str):
         raise _fail("serve_verify_kv_from_log", f"expected the log as a string, got {type(text).__name__}")
     sizes = re.findall(r"(GPU|CPU|XPU|TPU)(?: \+ host)? KV cache size: ([\d,]+) tokens", text)
     mem = re.findall(r"Available KV cache memory: ([\d.]+) GiB", text)
     out: dict[str, Any] = {"kv_cache_tokens": None, "kv_cache_pool": None, "available_kv_gib": []}
+    sglang = re.findall(r"max_total_num_tokens=(\d+)", text)
     if sizes:
         pool, tokens = sizes[-1]
         out["kv_cache_tokens"] = int(tokens.replace(",", ""))
         out["kv_cache_pool"] = pool
+    elif sglang:
+        out["kv_cache_tokens"] = int(sglang[-1])
+        out["kv_cache_pool"] = "GPU"
     if mem:
         # One line per worker at each start; keep the last start's lines (as many as there were ranks).
         last_start = text.rfind("Starting vLLM") if "Starting vLLM" in text else 0

@@ -12,6 +12,10 @@
 #   gguf_again   the same deploy again (must report changed=0)
 #   gguf_bad     a GGUF written without the rotary permutation (loads, answers garbage): the gate must refuse it
 #                and the verified GGUF service must come back
+#   sglang  llm_engine=sglang with the chat model (SGLang 0.5.17, staged with tests/gpu/stage_sglang_wheels.sh into
+#           /tmp/sgst): first on port 8000, which the vLLM service holds (must be refused before any change), then
+#           on port 8001 (triton attention: the staged sglang-kernel has no FA3), serve_verify's gate
+#   sglang_again the same deploy again (must report changed=0)
 #   collect the logs, reports and engine log into $OUT/gpu_deploy.tgz
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_deploy_out}
@@ -77,10 +81,30 @@ for step in "$@"; do
       deploy gguf_bad playbooks/deploy_model.yml -e llm_model_name=tiny_test_gguf -e llm_model_source_dir="$SRC/tiny-chat-gguf-bad" \
         -e llm_gguf_base_source_dir="$SRC/tiny-chat" -e llm_start_timeout_minutes=6
       echo "after the refused deploy: $(curl -s -m 30 http://127.0.0.1:8000/v1/models | head -c 300)" ;;
+    sglang|sglang_again)
+      if [ ! -d /tmp/st/sgl ]; then
+        (cd /tmp/sgst && cat piece.* > w.tar && echo "$(cat "$OLDPWD/.stage/sglang/sha256")  w.tar" | sha256sum -c - \
+          && tar xf w.tar && rm w.tar piece.*) || exit 1
+        # SGLang's wheelhouse: the vLLM list's dependencies (not vLLM itself) and SGLang's own wheels.
+        mkdir -p /tmp/st/sgl && cp /tmp/st/w/*.whl /tmp/sgst/sgw/*.whl /tmp/st/sgl/ && rm -f /tmp/st/sgl/vllm-*.whl
+        echo "SGLang wheelhouse: $(ls /tmp/st/sgl | wc -l) wheels"
+      fi
+      nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+      # SGLang compiles some kernels at first use (tvm-ffi JIT): nvcc and ninja on the service's PATH.
+      sgl_env="{\"CUDA_HOME\": \"$(dirname "$(dirname "$nvcc")")\", \"PATH\": \"$(dirname "$nvcc"):/opt/torch/.venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\"}"
+      sgl_args='{"attention-backend": "triton", "sampling-backend": "pytorch", "disable-cuda-graph": true}'
+      common=(-e llm_model_name=tiny_test -e llm_engine=sglang -e llm_model_source_dir="$SRC/tiny-chat"
+              -e ml_env_wheelhouse=/tmp/st/sgl -e llm_start_timeout_minutes=8
+              -e "{\"llm_engine_args\": $sgl_args, \"llm_engine_env\": $sgl_env}")
+      if [ "$step" = sglang ]; then
+        deploy sglang_port_taken playbooks/deploy_model.yml "${common[@]}" && echo "UNEXPECTED: port 8000 was not refused"
+      fi
+      deploy "$step" playbooks/deploy_model.yml "${common[@]}" -e llm_api_port=8001 ;;
     collect)
       cp /var/log/vllm/vllm.log "$OUT/engine.log" 2>/dev/null
+      cp /var/log/sglang/sglang.log "$OUT/sglang_engine.log" 2>/dev/null
       # Reports, the rendered service files (no secrets in this run) and supervisord's own log.
-      tar czf "$OUT/gpu_deploy.tgz" reports /etc/vllm /var/log/vllm 2>/dev/null
+      tar czf "$OUT/gpu_deploy.tgz" reports /etc/vllm /var/log/vllm /etc/sglang /var/log/sglang 2>/dev/null
       ls -la "$OUT" ;;
   esac
 done

@@ -181,3 +181,38 @@ def test_a_gguf_deploy_to_a_cpu_host_is_refused_before_any_change(tmp_path: Path
     assert " changed=0 " in counts
     assert "TASK [ml_env" not in out
     assert not (tmp_path / "models").exists() and not (tmp_path / "env").exists()
+
+
+def test_parts_already_on_the_host_are_merged_beside_and_left_untouched(tmp_path: Path) -> None:
+    """hf_model_source_dir holding only the parts (an operator's earlier download): merged into
+    hf_model_local_dir once, the parts untouched, nothing done on the next run."""
+    trained = tiny_vllm.tiny_models()["trained"]
+    src = tmp_path / "parts"
+    src.mkdir()
+    parts = make_gguf.write_gguf(trained, src / "tiny-chat-Q8_0.gguf", "Q8_0", split_max_tensors=12)
+    before = {p.name: (p.stat().st_mtime_ns, p.stat().st_size) for p in parts}
+    dest = tmp_path / "merged"
+    role_vars = {
+        "hf_model_source_dir": str(src),
+        "hf_model_local_dir": str(dest),
+        "hf_model_python": sys.executable,
+        "hf_model_helper_dir": str(tmp_path / "helpers"),
+        "result_file": str(tmp_path / "result.json"),
+    }
+    first = run_playbook(PLAY, role_vars)
+    assert first.returncode == 0, first.stdout[-4000:]
+    assert recap(first.stdout)["changed"] >= 1
+    result = json.loads((tmp_path / "result.json").read_text())
+    merged = dest / "tiny-chat-Q8_0.gguf"
+    assert result["gguf_files"] == [str(merged)] and result["dir"] == str(src)
+    assert result["gguf"][0]["file_type"] == "MOSTLY_Q8_0"
+    assert {p.name: (p.stat().st_mtime_ns, p.stat().st_size) for p in parts} == before
+    assert sorted(p.name for p in src.iterdir()) == sorted(before)
+    again = run_playbook(PLAY, role_vars)
+    assert recap(again.stdout)["changed"] == 0, again.stdout[-3000:]
+    # A damaged part is refused by name, and the merged file of the good parts stays.
+    parts[1].write_bytes(b"\0" * 64)
+    bad = run_playbook(PLAY, role_vars)
+    assert bad.returncode != 0
+    assert "does not start with the GGUF magic" in bad.stdout, bad.stdout[-3000:]
+    assert merged.is_file()

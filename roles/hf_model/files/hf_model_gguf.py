@@ -173,19 +173,21 @@ def merge_source(source_dir: Path, dest_dir: Path, names: list[str]) -> dict[str
             continue  # the source holds the merged file itself
         parts = local_stats(source_dir, group["parts"])
         target = dest_dir / group["merged"]
-        if record.get(name, {}).get("parts") == parts and target.is_file():
+        if record.get(name, {}).get("part_stats") == parts and target.is_file():
             kept.append(name)
             continue
         dest_dir.mkdir(parents=True, exist_ok=True)
         result = merge_group(source_dir, group, dest_dir)
-        record[name] = {"parts": parts, **result}
+        record[name] = {**result, "part_stats": parts}
         write_json_atomic(record_path, record)
         merged.append(result)
     return {
         "changed": bool(merged),
         "merged": merged,
         "kept": kept,
-        "gguf": [{"path": n, **{k: v for k, v in record[n].items() if k != "parts"}} for n in sorted(record)],
+        "gguf": [
+            {k: v for k, v in record[n].items() if k != "part_stats"} for n in sorted(record) if n in groups
+        ],
     }
 
 
