@@ -50,12 +50,13 @@ for step in "$@"; do
       if [ ! -d /tmp/st/w ]; then
         (cd /tmp/st && cat piece.* > w.tar && echo "$(cat sha256)  w.tar" | sha256sum -c - && tar xf w.tar && rm w.tar piece.*) || exit 1
       fi
+      # Wheels the vLLM list lacks: humming-kernels (vLLM 0.22 imports it for any quantized checkpoint, GGUF too).
+      [ -d .stage/extra ] && cp .stage/extra/*.whl /tmp/st/w/
       echo "wheelhouse: $(ls /tmp/st/w | wc -l) wheels"
       nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
       mkdir -p "$SRC"
       start=$SECONDS
-      python3 tests/models/train_tiny_chat.py "$SRC/tiny-chat" --max-seconds 300 | tail -1 || exit 1
-      python3 tests/gpu/make_tiny_models.py "$SRC" dsv3_mla || exit 1
+      [ -f "$SRC/tiny-chat/model.safetensors" ] || python3 tests/models/train_tiny_chat.py "$SRC/tiny-chat" --max-seconds 300 | tail -1 || exit 1
       du -sb "$SRC"/* | tee "$OUT/model_sizes.txt"
       chmod -R a+rX "$SRC"
       echo "models built in $((SECONDS - start))s" ;;
@@ -64,12 +65,15 @@ for step in "$@"; do
     again)
       deploy again playbooks/deploy_tiny.yml -e hf_model_source_dir="$SRC/tiny-chat" -e llm_start_timeout_minutes=6 ;;
     dsv3)
+      python3 tests/gpu/make_tiny_models.py "$SRC" dsv3_mla || exit 1
       deploy dsv3 playbooks/deploy_model.yml -e llm_model_name=tiny_dsv3 -e hf_model_source_dir="$SRC/dsv3_mla" -e llm_start_timeout_minutes=6 \
         -e '{"llm_engine_args": {"moe-backend": "triton"}}' ;;
     gguf)
-      /opt/ml-env/bin/python tests/models/make_gguf.py "$SRC/tiny-chat" "$SRC/tiny-chat-gguf/tiny-chat-Q8_0.gguf" \
+      # The gguf package from the wheelhouse, beside the image's numpy and safetensors.
+      python3 -m pip install -q --no-index --no-deps --target /tmp/gguf-py /tmp/st/w/gguf-*.whl || exit 1
+      PYTHONPATH=/tmp/gguf-py python3 tests/models/make_gguf.py "$SRC/tiny-chat" "$SRC/tiny-chat-gguf/tiny-chat-Q8_0.gguf" \
         --type Q8_0 --split-max-tensors 12 || exit 1
-      /opt/ml-env/bin/python tests/models/make_gguf.py "$SRC/tiny-chat" "$SRC/tiny-chat-gguf-bad/tiny-chat-Q8_0.gguf" \
+      PYTHONPATH=/tmp/gguf-py python3 tests/models/make_gguf.py "$SRC/tiny-chat" "$SRC/tiny-chat-gguf-bad/tiny-chat-Q8_0.gguf" \
         --type Q8_0 --split-max-tensors 12 --no-permute || exit 1
       chmod -R a+rX "$SRC"
       deploy gguf playbooks/deploy_model.yml -e llm_model_name=tiny_test_gguf -e llm_model_source_dir="$SRC/tiny-chat-gguf" \
@@ -81,7 +85,7 @@ for step in "$@"; do
       deploy gguf_bad playbooks/deploy_model.yml -e llm_model_name=tiny_test_gguf -e llm_model_source_dir="$SRC/tiny-chat-gguf-bad" \
         -e llm_gguf_base_source_dir="$SRC/tiny-chat" -e llm_start_timeout_minutes=6
       echo "after the refused deploy: $(curl -s -m 30 http://127.0.0.1:8000/v1/models | head -c 300)" ;;
-    sglang|sglang_again)
+    sglang|sglang_again|sglang_port)
       if [ ! -d /tmp/st/sgl ]; then
         (cd /tmp/sgst && cat piece.* > w.tar && echo "$(cat "$OLDPWD/.stage/sglang/sha256")  w.tar" | sha256sum -c - \
           && tar xf w.tar && rm w.tar piece.*) || exit 1
@@ -96,10 +100,17 @@ for step in "$@"; do
       common=(-e llm_model_name=tiny_test -e llm_engine=sglang -e llm_model_source_dir="$SRC/tiny-chat"
               -e ml_env_wheelhouse=/tmp/st/sgl -e llm_start_timeout_minutes=8
               -e "{\"llm_engine_args\": $sgl_args, \"llm_engine_env\": $sgl_env}")
-      if [ "$step" = sglang ]; then
-        deploy sglang_port_taken playbooks/deploy_model.yml "${common[@]}" && echo "UNEXPECTED: port 8000 was not refused"
+      # One GPU: the vLLM service from the steps above would hold 90 % of it (measured: SGLang then sized its
+      # pool from what was left and died allocating NCCL memory), so it is stopped first, except for the
+      # port check, which needs it running.
+      if [ "$step" != sglang_port ] && [ -f /etc/vllm/supervisord.conf ]; then
+        /opt/llmdeploy-supervisor/bin/supervisorctl -c /etc/vllm/supervisord.conf stop vllm || true
       fi
-      deploy "$step" playbooks/deploy_model.yml "${common[@]}" -e llm_api_port=8001 ;;
+      if [ "$step" = sglang_port ]; then
+        deploy sglang_port_taken playbooks/deploy_model.yml "${common[@]}" && echo "UNEXPECTED: port 8000 was not refused"
+      else
+        deploy "$step" playbooks/deploy_model.yml "${common[@]}" -e llm_api_port=8001
+      fi ;;
     collect)
       cp /var/log/vllm/vllm.log "$OUT/engine.log" 2>/dev/null
       cp /var/log/sglang/sglang.log "$OUT/sglang_engine.log" 2>/dev/null
