@@ -124,7 +124,8 @@ def test_sglang_gate_refused_the_tiny_models_tool_calls() -> None:
     assert checks["tool_call_required"].startswith("FAIL") and checks["tool_call_named"].startswith("FAIL")
     assert 'get_weather(": ")' in checks["tool_call_required"]
     assert "# serve_verify: llmdeploy-test/tiny-chat (FAIL)" in log
-    assert re.search(r"TASK \[Put the last verified service back when the new one failed the gate\] \*+ skipping", log)
+    rollback = r"TASK \[Put the last verified service back when the new one failed the gate\] \*+ skipping"
+    assert re.search(rollback, log)
     roles = ROOT / "roles" / "vllm_service" / "tasks"
     assert "Note a service this run started" in (roles / "service.yml").read_text()
     assert "Note a program this run started" in (roles / "supervisord.yml").read_text()

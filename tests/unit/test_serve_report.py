@@ -412,8 +412,8 @@ def test_a_gguf_deployment_without_quality_probes_is_not_called_usable() -> None
 def test_kv_from_sglang_log_takes_the_schedulers_token_count() -> None:
     log = (
         "[2026-12-02 05:00:01] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 4096, K size: 0.01 GB\n"
-        "[2026-12-02 05:00:02] max_total_num_tokens=65012345, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-        "max_running_requests=4096, context_len=256, available_gpu_mem=12.81 GB\n"
+        "[2026-12-02 05:00:02] max_total_num_tokens=65012345, chunked_prefill_size=8192, "
+        "max_prefill_tokens=16384, max_running_requests=4096, context_len=256, available_gpu_mem=12.81 GB\n"
     )
     assert sr.kv_from_log(log)["kv_cache_tokens"] == 65012345
     assert sr.kv_from_log(log)["kv_cache_pool"] == "GPU"
