@@ -1,4 +1,4 @@
-"""Every plugin's DOCUMENTATION, EXAMPLES and RETURN parse as YAML (ansible-doc and ansible-lint read them)."""
+"""Every plugin's DOCUMENTATION, EXAMPLES and RETURN parse as YAML."""
 
 from __future__ import annotations
 
