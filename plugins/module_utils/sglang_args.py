@@ -15,12 +15,16 @@ name or one of SGLang's aliases.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
+
+try:
+    from .vllm_args import option_words
+except ImportError:  # loaded as a plain file (tests, scripts)
+    from vllm_args import option_words
 
 _PLUGIN = "sglang_args"
 _OPTION = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
@@ -57,27 +61,8 @@ def _name(key: Any, where: str) -> str:
     return option
 
 
-def _scalar(option: str, value: Any) -> str:
-    if isinstance(value, bool):
-        raise _err(f"option {option!r}: a boolean inside a list has no command-line form", value)
-    if isinstance(value, int | float | str):
-        return str(value)
-    raise _err(f"option {option!r}: expected a string, a number, a list or a mapping", value)
-
-
 def _words(option: str, value: Any) -> list[str]:
-    flag = f"--{option}"
-    if value is None or value is False:
-        return []
-    if value is True:
-        return [flag]
-    if isinstance(value, Mapping):
-        return [flag, json.dumps(dict(value), separators=(",", ":"), sort_keys=True)]
-    if isinstance(value, Sequence) and not isinstance(value, str):
-        if not value:
-            return []
-        return [flag, *(_scalar(option, item) for item in value)]
-    return [flag, _scalar(option, value)]
+    return option_words(option, value, _PLUGIN)
 
 
 def sglang_args(

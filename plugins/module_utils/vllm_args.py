@@ -27,15 +27,18 @@ def _err(name: str, message: str, value: Any) -> AnsibleFilterError:
     return AnsibleFilterError(f"{name}: {message} (got {shown})")
 
 
-def _scalar(option: str, value: Any) -> str:
+def _scalar(option: str, value: Any, plugin: str) -> str:
     if isinstance(value, bool):
-        raise _err("vllm_args", f"option {option!r}: a boolean inside a list has no command-line form", value)
+        raise _err(plugin, f"option {option!r}: a boolean inside a list has no command-line form", value)
     if isinstance(value, int | float | str):
         return str(value)
-    raise _err("vllm_args", f"option {option!r}: expected a string or number", value)
+    raise _err(plugin, f"option {option!r}: expected a string, a number, a list or a mapping", value)
 
 
-def _option_words(option: str, value: Any) -> list[str]:
+def option_words(option: str, value: Any, plugin: str = "vllm_args") -> list[str]:
+    """One option's words in the argparse style vLLM and SGLang share: nothing for None/False, the bare flag
+    for True, compact JSON for a mapping, the flag and each item for a list, else the flag and the value.
+    ``plugin`` names the filter in error messages."""
     flag = f"--{option}"
     if value is None or value is False:
         return []
@@ -46,8 +49,8 @@ def _option_words(option: str, value: Any) -> list[str]:
     if isinstance(value, Sequence) and not isinstance(value, str):
         if not value:
             return []
-        return [flag, *(_scalar(option, item) for item in value)]
-    return [flag, _scalar(option, value)]
+        return [flag, *(_scalar(option, item, plugin) for item in value)]
+    return [flag, _scalar(option, value, plugin)]
 
 
 def _check_raw_secret(raw: str) -> None:
@@ -72,7 +75,7 @@ def vllm_args(options: Mapping[str, Any], extra: Sequence[str] | None = None) ->
         option = key.replace("_", "-")
         if option in _SECRET_OPTIONS:
             raise _err("vllm_args", f"option {option!r} would put a secret in argv; {_SECRET_HINT}", key)
-        words.extend(_option_words(option, value))
+        words.extend(option_words(option, value))
     if extra is None:
         extra = []
     if isinstance(extra, str) or not isinstance(extra, Sequence):

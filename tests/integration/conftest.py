@@ -175,3 +175,20 @@ def recap(stdout: str) -> dict[str, int]:
         if line.startswith("localhost") and "ok=" in line:
             return {k: int(v) for k, v in (part.split("=") for part in line.split(":", 1)[1].split())}
     raise AssertionError(f"no PLAY RECAP in output:\n{stdout[-3000:]}")
+
+
+def hf_model_role_vars(hub: Hub, tmp: Path, repo: str, revision: str, **extra: object) -> dict[str, object]:
+    """The hf_model role's variables for a download of ``repo`` from the test hub into ``tmp``."""
+    return {
+        "hf_model_repo": repo,
+        "hf_model_revision": revision,
+        "hf_model_local_dir": str(tmp / "models" / repo.replace("/", "--")),
+        "hf_model_endpoint": hub.endpoint,
+        "hf_model_xet": False,
+        "hf_model_python": sys.executable,
+        "hf_model_helper_dir": str(tmp / "helpers"),
+        "hf_model_disk_margin_bytes": 0,
+        "hf_model_poll_interval_s": 1,
+        "result_file": str(tmp / "result.json"),
+        **extra,
+    }

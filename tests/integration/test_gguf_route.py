@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import Hub, recap, run_playbook
+from conftest import Hub, hf_model_role_vars, recap, run_playbook
 from gguf import GGUFReader
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,19 +87,8 @@ def test_the_trained_model_as_split_gguf_is_fetched_merged_and_still_answers(
     hub: Hub, tmp_path: Path
 ) -> None:
     trained, sha = _publish(hub, tmp_path)
-    dest = tmp_path / "models" / "tiny-chat-GGUF"
-    role_vars = {
-        "hf_model_repo": ENTRY["hf_repo"],
-        "hf_model_revision": "main",
-        "hf_model_local_dir": str(dest),
-        "hf_model_endpoint": hub.endpoint,
-        "hf_model_xet": False,
-        "hf_model_python": sys.executable,
-        "hf_model_helper_dir": str(tmp_path / "helpers"),
-        "hf_model_disk_margin_bytes": 0,
-        "hf_model_poll_interval_s": 1,
-        "result_file": str(tmp_path / "result.json"),
-    }
+    role_vars = hf_model_role_vars(hub, tmp_path, ENTRY["hf_repo"], "main")
+    dest = Path(str(role_vars["hf_model_local_dir"]))
     proc = run_playbook(PLAY, role_vars)
     assert proc.returncode == 0, proc.stdout[-5000:]
     result = json.loads((tmp_path / "result.json").read_text())

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Hub, recap, run_playbook, sha256
+from conftest import hf_model_role_vars as role_vars
 from gguf import GGUFReader
 from hf_model_repos import random_file, safetensors_model, split_gguf
 
@@ -26,22 +27,6 @@ def snapshot(d: Path) -> dict[str, tuple[int, int, int]]:
         str(p.relative_to(d)): (p.stat().st_ino, p.stat().st_size, p.stat().st_mtime_ns)
         for p in d.rglob("*")
         if p.is_file() and ".cache" not in p.parts and ".hf_model" not in p.parts
-    }
-
-
-def role_vars(hub: Hub, tmp: Path, repo: str, revision: str, **extra: object) -> dict[str, object]:
-    return {
-        "hf_model_repo": repo,
-        "hf_model_revision": revision,
-        "hf_model_local_dir": str(tmp / "models" / repo.replace("/", "--")),
-        "hf_model_endpoint": hub.endpoint,
-        "hf_model_xet": False,
-        "hf_model_python": sys.executable,
-        "hf_model_helper_dir": str(tmp / "helpers"),
-        "hf_model_disk_margin_bytes": 0,
-        "hf_model_poll_interval_s": 1,
-        "result_file": str(tmp / "result.json"),
-        **extra,
     }
 
 

@@ -77,7 +77,7 @@ def test_secret_in_extra_refused(raw: str) -> None:
         ("--model x", None, "expected a mapping"),
         ({"--model": "x"}, None, "option names"),
         ({"Model": "x"}, None, "option names"),
-        ({"model": object()}, None, "expected a string or number"),
+        ({"model": object()}, None, "expected a string, a number"),
         ({"served_model_name": [True]}, None, "boolean inside a list"),
         ({}, "--seed 1", "list of strings"),
         ({}, [1], "list of strings"),
