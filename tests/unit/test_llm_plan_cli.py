@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CLI = ROOT / "bin" / "llm-plan"
@@ -219,3 +220,24 @@ def test_default_utilization_and_versions_follow_the_release():
     assert old["layout"]["gpu_memory_utilization"] == 0.9
     out = run(*BASE, "--vllm-version", "0.34.0")
     assert out.returncode == 2 and "--vllm-version" in out.stderr and "0.10.x to 0.33.x" in out.stderr
+
+
+def test_engine_sglang_adds_sglangs_own_kv_pool(tmp_path):
+    """--engine sglang: the figure the deploy planned for the tiny model on the lent H200, which SGLang
+    0.5.17 then allocated within 0.05 % (tests/unit/test_h200_gguf_sglang_run.py)."""
+    entry = yaml.safe_load((ROOT / "catalog" / "models" / "tiny_test.yml").read_text())["llm_model"]
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(entry["hf_config"] | {"torch_dtype": "bfloat16"}))
+    args = ("--model-config", str(config), "--gpu-memory-gib", "139.8", "--tensor-parallel-size", "1")
+    args += ("--max-model-len", "256", "--vllm-version", "0.22.0", "--gpu-memory-utilization", "0.9")
+    args += ("--checkpoint-gib", str(entry["checkpoint_bytes"] / 2**30), "--engine", "sglang")
+    out = run(*args, "--compute-capability", "9.0", "--json")
+    assert out.returncode == 0, out.stderr
+    sglang = json.loads(out.stdout)["sglang"]
+    assert sglang["max_total_tokens"] == 131_656_214 and sglang["mem_fraction_static"] == 0.903
+    table = run(*args, "--compute-capability", "9.0")
+    assert "SGLang 0.5.17 accounting: mem_fraction_static 0.903 (its default rule)" in table.stdout
+    assert "131,656,214 tokens (bfloat16, attention backend fa3)" in table.stdout
+    given = json.loads(run(*args, "--mem-fraction-static", "0.5", "--json").stdout)["sglang"]
+    assert given["mem_fraction_static"] == 0.5 and not given["mem_fraction_static_default"]
+    assert given["max_total_tokens"] < sglang["max_total_tokens"] * 0.6
