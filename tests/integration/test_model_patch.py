@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Hub, recap, run_playbook
+from conftest import ROOT, Hub, hf_model_role_vars, recap, run_playbook
 from hf_model_repos import safetensors_model
 
 pytestmark = pytest.mark.slow
@@ -54,20 +53,16 @@ def kimi_repo(hub: Hub, tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def play_vars(hub: Hub, tmp: Path, repo: str, facts: dict[str, str]) -> dict[str, object]:
-    return {
-        "hf_model_repo": repo,
-        "hf_model_local_dir": str(tmp / "models" / "kimi"),
-        "hf_model_endpoint": hub.endpoint,
-        "hf_model_xet": False,
-        "hf_model_python": sys.executable,
-        "hf_model_helper_dir": str(tmp / "helpers"),
-        "hf_model_disk_margin_bytes": 0,
-        "hf_model_poll_interval_s": 1,
-        "catalog_file": str(CATALOG),
-        "model_patch_overlay_dir": str(tmp / "overlays" / "kimi"),
-        "model_patch_facts": facts,
-        "result_file": str(tmp / "result.json"),
-    }
+    return hf_model_role_vars(
+        hub,
+        tmp,
+        repo,
+        "main",
+        hf_model_local_dir=str(tmp / "models" / "kimi"),
+        catalog_file=str(CATALOG),
+        model_patch_overlay_dir=str(tmp / "overlays" / "kimi"),
+        model_patch_facts=facts,
+    )
 
 
 def run(v: dict[str, object]) -> dict[str, int]:
