@@ -8,16 +8,19 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # PARALLEL_SCENARIOS run beside the others (scripts/molecule-all.sh says why).
 SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 export PARALLEL_SCENARIOS ?= deploy_multinode
+# Every stage runs through the timer; pytest lists its 15 slowest tests.
+TIME := scripts/stage-time.sh
+PYTEST_DURATIONS := --durations=15
 
-.PHONY: setup system-deps plan demo demo-down test lint unit integration molecule bench
+.PHONY: setup system-deps plan demo demo-down test check times-reset lint unit integration integration-fast molecule bench
 
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: requirements-dev.txt scripts/setup-venv.sh
-	VENV=$(VENV) scripts/setup-venv.sh
+	VENV=$(VENV) $(TIME) setup scripts/setup-venv.sh
 
 system-deps:
-	scripts/install-system-deps.sh
+	$(TIME) system-deps scripts/install-system-deps.sh
 
 ## First command of the quick start: the Kimi-K2.5-NVFP4 plan on the bundled 8x RTX PRO 6000 profile.
 plan: setup
@@ -31,20 +34,32 @@ demo: setup system-deps
 demo-down:
 	scripts/demo.sh down
 
-## Second command: every test CI runs.
-test: setup system-deps lint unit integration molecule
+## Second command: every test CI runs. Each stage prints its wall time when it ends; the table of all of them
+## (molecule's actions included) comes last (scripts/stage-time.sh, .cache/stage-times.tsv).
+test: times-reset setup system-deps lint unit integration molecule
+	@scripts/stage-time.sh --report
+
+## Quick tier for people (not CI): lint, unit and the fast integration tests, no containers, no engine start-up.
+check: times-reset setup lint unit integration-fast
+	@scripts/stage-time.sh --report
+
+times-reset:
+	@mkdir -p .cache && scripts/stage-time.sh --reset
 
 lint: setup
-	ruff check .
-	ruff format --check .
-	yamllint --strict .
-	ansible-lint
+	$(TIME) "lint ruff" bash -c 'ruff check . && ruff format --check .'
+	$(TIME) "lint yamllint" yamllint --strict .
+	$(TIME) "lint ansible-lint" ansible-lint
 
 unit: setup
-	pytest -q tests/unit
+	$(TIME) unit pytest -q $(PYTEST_DURATIONS) tests/unit
 
 integration: setup
-	pytest -q tests/integration
+	$(TIME) integration pytest -q $(PYTEST_DURATIONS) tests/integration
+
+## The integration tests that start no service (olah, vLLM): those not marked `slow`.
+integration-fast: setup
+	$(TIME) integration-fast pytest -q $(PYTEST_DURATIONS) -m "not slow" tests/integration
 
 molecule: setup system-deps
 	scripts/molecule-all.sh $(SCENARIOS)

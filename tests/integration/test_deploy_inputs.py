@@ -1,7 +1,9 @@
 """Deploy inputs are refused on the controller, before any host is contacted, naming the variable and the fix.
 
 Each case runs playbooks/deploy_tiny.yml against the default inventory (localhost): a refusal must come from
-playbooks/tasks/inputs.yml, so no probe ran and nothing changed, and the run must not end in a traceback.
+playbooks/tasks/inputs.yml or load_catalog.yml, so no probe ran and nothing changed, and the run must not end
+in a traceback. One run per kind of refusal proves the wiring; the values are tested against the contract's
+code in tests/unit/test_deploy_input_refusals.py.
 """
 
 from __future__ import annotations
@@ -49,81 +51,43 @@ def _run(
     )
 
 
+# One run per kind of refusal; every bad value of the table is checked against the contract's code in
+# tests/unit/test_deploy_input_refusals.py. (extra vars, the variables the refusal must name)
 BAD = [
-    ({"llm_device": "tpu"}, "llm_device"),
-    ({"llm_deploy_plan_only": "ture"}, "llm_deploy_plan_only"),
-    ({"llm_prune_old_models": "ture"}, "llm_prune_old_models"),
-    ({"llm_api_public": "maybe"}, "llm_api_public"),
-    ({"llm_tensor_parallel_size": 0}, "llm_tensor_parallel_size"),
-    ({"llm_tensor_parallel_size": "two"}, "llm_tensor_parallel_size"),
-    ({"llm_cpu_kv_cache_gib": "lots"}, "llm_cpu_kv_cache_gib"),
-    ({"llm_cpu_kv_cache_gib": -1}, "llm_cpu_kv_cache_gib"),
-    ({"llm_max_model_len": [65536]}, "llm_max_model_len"),
-    ({"llm_max_model_len": "65536 tokens"}, "llm_max_model_len"),
-    ({"llm_api_host": "0.0.0.0"}, "llm_api_host"),
-    ({"llm_api_host": "0.0.0.0", "llm_api_public": True, "llm_api_key": ""}, "llm_api_host"),
-    ({"llm_api_host": "0.0.0.0", "llm_api_public": "yes please"}, "llm_api_host"),
-    ({"llm_api_port": 70000}, "llm_api_port"),
-    ({"llm_api_port": "http"}, "llm_api_port"),
-    ({"llm_api_port": 80}, "llm_api_port"),
-    ({"llm_served_model_name": "m\n[Service]\nExecStartPre=/bin/sh -c id"}, "llm_served_model_name"),
-    ({"llm_served_model_name": "a b"}, "llm_served_model_name"),
-    ({"llm_service_user": "root"}, "llm_service_user"),
-    ({"llm_service_user": "vllm\nUser=root"}, "llm_service_user"),
-    ({"llm_model_dir": "/"}, "llm_model_dir"),
-    ({"llm_model_dir": "/usr/"}, "llm_model_dir"),
-    ({"llm_model_dir": "relative/models"}, "llm_model_dir"),
-    ({"llm_env_path": "/etc"}, "llm_env_path"),
-    ({"llm_engine_env": {"lower_case": "1"}}, "llm_engine_env"),
-    ({"llm_engine_env": ["VLLM_X=1"]}, "llm_engine_env"),
-    ({"llm_engine_args": {"tensor_parallel_size": 8}}, "llm_engine_args"),
-    ({"llm_engine_args": {"api-key": SECRET}}, "llm_engine_args"),
-    ({"llm_nccl_env": {"CUDA_VISIBLE_DEVICES": "0"}}, "llm_nccl_env"),
-    ({"llm_model_revision": "main; rm -rf /"}, "llm_model_revision"),
-    # Typos and names the deploy does not read.
-    ({"llm_deploy_plan_onyl": True}, "llm_deploy_plan_onyl"),
-    ({"llm_api_prot": 8080}, "llm_api_prot"),
-    ({"llm_plan_max_model_len": 4096}, "llm_plan_max_model_len"),
-    # Strings where numbers belong, numbers out of range.
-    ({"llm_deploy_plan_only": 2}, "llm_deploy_plan_only"),
-    ({"llm_max_model_len": 2**40}, "llm_max_model_len"),
-    ({"llm_start_timeout_minutes": 0}, "llm_start_timeout_minutes"),
-    ({"llm_cpu_kv_cache_gib": 1.5}, "llm_cpu_kv_cache_gib"),
-    ({"llm_tensor_parallel_size": 100000}, "llm_tensor_parallel_size"),
-    # Paths that escape or hit system directories.
-    ({"llm_model_dir": "/srv/models/../../etc"}, "llm_model_dir"),
-    ({"llm_model_dir": "/var/lib"}, "llm_model_dir"),
-    ({"llm_env_path": "/opt/ml env"}, "llm_env_path"),
-    # Values that would change the meaning of the environment file, the unit or argv.
-    ({"llm_engine_env": {"VLLM_X": "1\nHF_TOKEN=stolen"}}, "llm_engine_env"),
-    ({"llm_engine_env": {"VLLM_API_KEY": SECRET}}, "llm_engine_env"),
-    ({"llm_nccl_env": {"NCCL_P2P_LEVEL": "SYS\n[Service]\nUser=root"}}, "llm_nccl_env"),
-    ({"llm_engine_args": {"chat_template": "x\nExecStartPre=/bin/sh -c id"}}, "llm_engine_args"),
-    ({"llm_engine_args": {"--max-num-seqs": 8}}, "llm_engine_args"),
-    ({"llm_served_model_name": "tiny%n"}, "llm_served_model_name"),
-    ({"llm_api_key": SECRET + "\nVLLM_X=1"}, "llm_api_key"),
-    ({"hf_token": HF_SECRET + " two"}, "hf_token"),
-    ({"llm_hf_endpoint": f"https://user:{HF_SECRET}@mirror.example"}, "llm_hf_endpoint"),
-    ({"llm_api_host": ""}, "llm_api_host"),
-    ({"llm_api_host": "0.0.0.0", "llm_api_public": True, "llm_api_key": "short"}, "llm_api_host"),
+    # Plain values of the wrong type or range, several at once: all reported in one refusal.
+    (
+        {"llm_device": "tpu", "llm_api_port": "http", "llm_model_dir": "/"},
+        ["llm_device", "llm_api_port", "llm_model_dir"],
+    ),
+    # A mapping with one bad entry (the refusal names the entry).
+    ({"llm_engine_env": {"lower_case": "1"}}, ["llm_engine_env"]),
+    # A typo of an input, and a planner variable the deploy sets itself.
+    ({"llm_api_prot": 8080}, ["llm_api_prot"]),
+    ({"llm_plan_max_model_len": 4096}, ["llm_plan_max_model_len"]),
+    # Secrets in bad values: named, never shown.
+    (
+        {"llm_api_key": SECRET + "\nVLLM_X=1", "llm_hf_endpoint": f"https://user:{HF_SECRET}@mirror.example"},
+        ["llm_api_key", "llm_hf_endpoint"],
+    ),
+    # A cross-field rule: a public bind without the opt-in.
+    ({"llm_api_host": "0.0.0.0"}, ["llm_api_host"]),
     # Refused once the catalog entry is known (still on the controller).
-    ({"llm_vllm_version": "0.18.0"}, "llm_vllm_version"),
-    ({"llm_vllm_version": "0.40.0"}, "llm_vllm_version"),
-    ({"llm_vllm_version": "latest"}, "llm_vllm_version"),
-    ({"llm_max_model_len": 300}, "llm_max_model_len"),
+    ({"llm_vllm_version": "0.18.0", "llm_max_model_len": 300}, ["llm_vllm_version", "llm_max_model_len"]),
 ]
 
 
-@pytest.mark.parametrize(("extra", "variable"), BAD, ids=[f"{v}-{i}" for i, (_, v) in enumerate(BAD)])
+@pytest.mark.parametrize(("extra", "variables"), BAD, ids=["-".join(v) for _, v in BAD])
 def test_bad_input_is_refused_before_any_host_is_contacted(
-    tmp_path: Path, extra: dict[str, object], variable: str
+    tmp_path: Path, extra: dict[str, object], variables: list[str]
 ) -> None:
     before = _host_state()
     result = _run(tmp_path, {"llm_api_key": SECRET, "hf_token": HF_SECRET, **extra})
     out = result.stdout + result.stderr
     assert result.returncode != 0, out[-3000:]
     assert "Traceback" not in out
-    assert f"{variable}=" in out and re.search(r" is refused( \(entries [^)]+\))?: ", out), out[-3000:]
+    for variable in variables:
+        assert f"{variable}=" in out, out[-3000:]
+    assert re.search(r" is refused( \(entries [^)]+\))?: ", out), out[-3000:]
     # Nothing ran on a host: the first host task is the preflight's probe; nothing appeared or changed.
     assert "Read the host facts" not in out and "changed=0" in out
     assert _host_state() == before
@@ -140,12 +104,6 @@ def test_a_layout_that_cannot_serve_kimi_names_the_deploy_input(tmp_path: Path, 
     assert result.returncode != 0 and "Traceback" not in out
     assert "llm_tensor_parallel_size" in out and "llm_plan_tensor_parallel_size" not in out, out[-3000:]
     assert "Read the host facts" not in out and _host_state() == before
-
-
-def test_several_bad_inputs_are_reported_together(tmp_path: Path) -> None:
-    out = "".join(_run(tmp_path, {"llm_device": "tpu", "llm_api_port": 0, "llm_model_dir": "/"}).stdout)
-    for variable in ("llm_device", "llm_api_port", "llm_model_dir"):
-        assert f"{variable}=" in out
 
 
 def test_public_bind_with_opt_in_and_key_passes_the_inputs(tmp_path: Path) -> None:
