@@ -11,6 +11,10 @@ export PARALLEL_SCENARIOS ?= deploy_multinode
 # Every stage runs through the timer; pytest lists its 15 slowest tests.
 TIME := scripts/stage-time.sh
 PYTEST_DURATIONS := --durations=15
+# Two pytest processes for the integration tests (pytest-xdist; one file stays in one process, so its
+# module fixtures are built once): a test mostly waits on ansible-playbook, olah or pip.
+INTEGRATION_WORKERS ?= 2
+PYTEST_XDIST = $(if $(filter-out 0 1,$(INTEGRATION_WORKERS)),-n $(INTEGRATION_WORKERS) --dist loadfile)
 
 .PHONY: setup system-deps plan demo demo-down test check times-reset lint unit integration integration-fast molecule bench
 
@@ -55,11 +59,11 @@ unit: setup
 	$(TIME) unit pytest -q $(PYTEST_DURATIONS) tests/unit
 
 integration: setup
-	$(TIME) integration pytest -q $(PYTEST_DURATIONS) tests/integration
+	$(TIME) integration pytest -q $(PYTEST_DURATIONS) $(PYTEST_XDIST) tests/integration
 
 ## The integration tests that start no service (olah, vLLM): those not marked `slow`.
 integration-fast: setup
-	$(TIME) integration-fast pytest -q $(PYTEST_DURATIONS) -m "not slow" tests/integration
+	$(TIME) integration-fast pytest -q $(PYTEST_DURATIONS) $(PYTEST_XDIST) -m "not slow" tests/integration
 
 molecule: setup system-deps
 	scripts/molecule-all.sh $(SCENARIOS)

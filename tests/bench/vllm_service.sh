@@ -35,7 +35,7 @@ cat >"$inv" <<INV
 all:
   hosts:
     $ctr:
-      ansible_connection: containers.podman.podman
+      ansible_connection: llmdeploy.llm.podman_exec
       ansible_host: $ctr
 INV
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -48,6 +49,12 @@ def _ensure_vllm_venv() -> None:
     ready = VLLM_VENV / ".serve_verify-ready-gguf-accelerate"
     if ready.exists():
         return
+    with _build_lock("venv-vllm"):
+        if not ready.exists():
+            _build_vllm_venv(ready)
+
+
+def _build_vllm_venv(ready: Path) -> None:
     uv = [str(VENV_BIN / "uv")]
     env = {**os.environ, "UV_CACHE_DIR": str(ROOT / ".cache" / "uv")}
     if not VLLM_PY.exists():
@@ -68,9 +75,25 @@ def _ensure_vllm_venv() -> None:
     ready.touch()
 
 
+@contextlib.contextmanager
+def _build_lock(name: str) -> Iterator[None]:
+    """One builder at a time: the integration suite runs in several pytest processes (pytest-xdist) and
+    molecule's mirror publisher builds the same venv."""
+    lock = ROOT / ".cache" / f"{name}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def tiny_models() -> dict[str, Path]:
     """{'trained': dir, 'random': dir}, cached by the hash of the trainer and the probes it learns."""
     _ensure_vllm_venv()
+    with _build_lock("serve_verify-models"):
+        return _tiny_models()
+
+
+def _tiny_models() -> dict[str, Path]:
     digest = hashlib.sha256(TRAINER.read_bytes() + CATALOG.read_bytes()).hexdigest()[:12]
     base = ROOT / ".cache" / "serve_verify" / f"tiny-chat-{digest}"
     out = {}
