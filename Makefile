@@ -5,9 +5,9 @@ VENV ?= .venv
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Molecule scenarios, run in this order (a directory without molecule.yml is not a scenario); those in
-# PARALLEL_SCENARIOS run beside the others (scripts/molecule-all.sh says why).
+# PARALLEL_SCENARIOS run one after another beside the others (scripts/molecule-all.sh says why).
 SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
-export PARALLEL_SCENARIOS ?= deploy_multinode
+export PARALLEL_SCENARIOS ?= deploy_multinode vllm_service
 # Every stage runs through the timer; pytest lists its 15 slowest tests.
 TIME := scripts/stage-time.sh
 PYTEST_DURATIONS := --durations=15
