@@ -233,6 +233,7 @@ def llm_plan_layout(
     pp = int(choose("pipeline_parallel_size", nodes))
     dp = int(choose("data_parallel_size", 1))
     tp = int(choose("tensor_parallel_size", max(1, gpu_count * nodes // max(1, pp * dp))))
+    tp, pp, dp = _fit_unset_sizes(tp, pp, dp, given=given, gpus=gpu_count * nodes, nodes=nodes)
     layout = {
         "tensor_parallel_size": tp,
         "pipeline_parallel_size": pp,
@@ -253,7 +254,7 @@ def llm_plan_layout(
         raise _fail(
             name,
             f"layout TP {tp} x PP {pp} x DP {dp} = {tp * pp * dp} GPUs exceeds the {gpus} GPUs of "
-            f"hardware profile {hardware.get('id')!r}; lower llm_plan_tensor_parallel_size or the others",
+            f"hardware profile {hardware.get('id')!r}; lower {_set_sizes(given)}",
         )
     dcp = layout["decode_context_parallel_size"]
     if dcp < 1 or tp % dcp:
@@ -263,6 +264,35 @@ def llm_plan_layout(
     layout["nnodes"] = nodes
     layout["multinode"] = _multinode(name, rec, given, layout, hardware=hardware, nodes=nodes)
     return layout
+
+
+def _fit_unset_sizes(
+    tp: int, pp: int, dp: int, *, given: Mapping[str, Any], gpus: int, nodes: int
+) -> tuple[int, int, int]:
+    """TP, PP and DP with the sizes the user left unset shrunk until the layout fits ``gpus``.
+
+    The recommendation's split is made for its own TP: taken as is beside a TP the user chose, it can ask
+    for more GPUs than there are (TP 2 beside the recommended DP 2 on 2 GPUs). Replicas go first, then
+    pipeline stages (in whole stages per node), then TP; a size the user set is never changed.
+    """
+    if tp * pp * dp <= gpus:
+        return tp, pp, dp
+    if "data_parallel_size" not in given:
+        dp = max(1, gpus // max(1, tp * pp))
+    if tp * pp * dp > gpus and "pipeline_parallel_size" not in given:
+        pp = max(1, min(pp, gpus // max(1, tp * dp)))
+        if nodes > 1 and pp >= nodes:
+            pp -= pp % nodes  # whole stages per node
+    if tp * pp * dp > gpus and "tensor_parallel_size" not in given:
+        tp = max(1, gpus // max(1, pp * dp))
+    return tp, pp, dp
+
+
+def _set_sizes(given: Mapping[str, Any]) -> str:
+    """The parallel sizes the user set, by variable name (the deploy playbooks' name for TP too)."""
+    deploy_name = {"tensor_parallel_size": " (llm_tensor_parallel_size in the deploy playbooks)"}
+    named = [f"llm_plan_{k}={given[k]}{deploy_name.get(k, '')}" for k in _SPLIT_KEYS if k in given]
+    return " or ".join(named) if named else "the parallel sizes"
 
 
 def _multinode(

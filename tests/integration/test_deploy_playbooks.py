@@ -120,3 +120,35 @@ def test_sglang_is_refused_where_it_was_not_checked(playbook, extra, reason):
     assert proc.returncode != 0
     assert "llm_engine=sglang is refused for" in out and reason in out, out[-3000:]
     assert "Fix: deploy it with llm_engine=vllm" in out
+
+
+def test_users_tp_beside_the_recommended_replicas_plans_instead_of_failing():
+    # The recommendation for the tiny model on 2 GPUs is TP 1 x DP 2; TP 2 from the user takes both GPUs.
+    proc = _run(
+        "deploy_tiny.yml",
+        *("-e", "llm_hardware_name=h200_x2", "-e", "llm_tensor_parallel_size=2"),
+        *("-e", "llm_deploy_plan_only=true"),
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "layout TP 2 x PP 1 x DP 1" in out, out[-3000:]
+    assert "llm_plan_tensor_parallel_size" not in out
+
+
+def test_replan_on_the_real_host_keeps_the_engine_and_the_users_tp():
+    # Planned for 8x RTX PRO 6000, run on the recorded 2x H200 host (check mode: nothing changes): the
+    # re-plan must use the same inputs as the first plan, SGLang's figures and TP 2 included.
+    proc = _run(
+        "deploy_tiny.yml",
+        "--check",
+        *("-e", "llm_engine=sglang", "-e", "llm_tensor_parallel_size=2"),
+        "-e",
+        f"gpu_preflight_fixture_dir={FIXTURES / 'h200x2_run'}",
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    replan = out.split("TASK [Re-plan for the GPUs this host really has]", 1)[1]
+    replan = replan.split("TASK [Refuse an unfit host", 1)[0]
+    assert re.search(r"Hardware: 2 x NVIDIA H200", replan), replan[-3000:]
+    assert "layout TP 2 x PP 1 x DP 1" in replan, replan[-3000:]
+    assert "SGLang 0.5.17 accounting" in replan, replan[-3000:]

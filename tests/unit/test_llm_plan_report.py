@@ -171,6 +171,32 @@ def test_layout_override_beats_recommendation_beats_default() -> None:
     assert layout["gpu_memory_utilization"] == 0.88
 
 
+@pytest.mark.parametrize(
+    ("rec", "overrides", "gpus", "expected"),
+    [
+        # The recommendation's replicas beside a TP the user chose: as many as still fit.
+        ({"tensor_parallel_size": 1, "data_parallel_size": 2}, {"tensor_parallel_size": 2}, 2, (2, 1, 1)),
+        ({"tensor_parallel_size": 1, "data_parallel_size": 8}, {"tensor_parallel_size": 2}, 8, (2, 1, 4)),
+        ({"tensor_parallel_size": 1, "data_parallel_size": 8}, {"tensor_parallel_size": 1}, 8, (1, 1, 8)),
+        # Pipeline stages shrink once the replicas are down to one; the user's DP stays.
+        ({"tensor_parallel_size": 2, "pipeline_parallel_size": 4}, {"tensor_parallel_size": 4}, 8, (4, 2, 1)),
+        ({"tensor_parallel_size": 4, "data_parallel_size": 2}, {"data_parallel_size": 4}, 8, (2, 1, 4)),
+    ],
+)
+def test_layout_fits_the_unset_sizes_around_the_users(
+    rec: dict[str, Any], overrides: dict[str, Any], gpus: int, expected: tuple[int, int, int]
+) -> None:
+    layout = rep.llm_plan_layout(rec, overrides, {**RTX, "gpu_count": gpus})
+    got = tuple(layout[k] for k in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"))
+    assert got == expected
+
+
+def test_layout_too_large_for_the_profile_names_the_sizes_set() -> None:
+    message = r"lower llm_plan_tensor_parallel_size=4 \(llm_tensor_parallel_size in the deploy playbooks\)"
+    with pytest.raises(AnsibleFilterError, match=message):
+        rep.llm_plan_layout({}, {"tensor_parallel_size": 4}, {**RTX, "gpu_count": 2})
+
+
 def test_layout_defaults_fill_the_machine_and_use_the_profile_utilization() -> None:
     layout = rep.llm_plan_layout({}, {}, RTX)
     assert layout["tensor_parallel_size"] == 8
