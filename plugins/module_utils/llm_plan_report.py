@@ -483,6 +483,17 @@ def _nodes_lines(multinode: Mapping[str, Any] | None, hw: Mapping[str, Any]) -> 
     ]
 
 
+def _inputs_line(result: Mapping[str, Any]) -> str:
+    """What the plan was asked for, as read (a user sees that -e values arrived as meant)."""
+    rows = result.get("rows") or []
+    lengths = sorted({int(r["max_model_len"]) for r in rows if r.get("max_model_len") is not None})
+    dtypes = sorted({str(r["kv_cache_dtype"]) for r in rows if r.get("kv_cache_dtype") is not None})
+    return (
+        f"Planned:  context lengths {', '.join(f'{n:,}' for n in lengths) or '-'}; "
+        f"KV dtypes {', '.join(dtypes) or '-'}; max_model_len {int(result.get('max_model_len') or 0):,}"
+    )
+
+
 def llm_plan_table(result: Mapping[str, Any]) -> list[str]:
     """Render an ``llm_plan_result`` as lines: header, plan grid, decision, forced settings."""
     name = "llm_plan_table"
@@ -513,6 +524,7 @@ def llm_plan_table(result: Mapping[str, Any]) -> list[str]:
             f"          the planner models vLLM {result.get('engine_versions_modeled', '?')}; "
             f"{result.get('engine_version_run_on_real_gpus', '?')} is the release run on real GPUs here"
         ),
+        _inputs_line(result),
         f"Weights per GPU: {_num(plan.get('weights_gib_per_gpu'))} GiB",
         "",
     ]

@@ -118,3 +118,17 @@ def test_public_bind_with_opt_in_and_key_passes_the_inputs(tmp_path: Path) -> No
     )
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     assert "is refused" not in result.stdout
+
+
+def test_a_list_given_as_text_is_refused_naming_the_form_to_give(tmp_path: Path) -> None:
+    """`-e llm_plan_context_lengths=65536` gives a string; read as a list it was 6, 5, 5, 3, 6. The role's
+    typed-input check refuses it (and every other list given as text) before the plan, naming the form."""
+    before = _host_state()
+    extra = {"llm_plan_context_lengths": "65536", "llm_plan_kv_cache_dtypes": "fp8,bfloat16"}
+    result = _run(tmp_path, extra, ROOT / "playbooks" / "deploy_kimi.yml")
+    out = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0 and "Traceback" not in out
+    assert "llmdeploy.llm.llm_plan: 2 variable(s) refused" in out, out[-3000:]
+    assert """-e '{"llm_plan_context_lengths": [65536]}'""" in out
+    assert """-e '{"llm_plan_kv_cache_dtypes": ["fp8", "bfloat16"]}'""" in out
+    assert "Verdict:" not in out and "Read the host facts" not in out and _host_state() == before
