@@ -272,6 +272,12 @@ INPUTS: dict[str, Input] = {
         False, _is_bool, "true or false (true allows llm_api_host beyond loopback, with an llm_api_key)"
     ),
     "llm_flash_attn": Input(False, _is_bool, "true or false (true builds flash-attn for the host's GPUs)"),
+    "llm_verify_full": Input(
+        False,
+        _is_bool,
+        "true or false (true runs serve_verify's throughput pass even when the run changed nothing; it always "
+        "runs after a change)",
+    ),
     "llm_vllm_version": Input(
         None,
         _is_version,

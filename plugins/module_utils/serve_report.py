@@ -466,6 +466,8 @@ def serve_verify_report(observations: Mapping[str, Any], settings: Mapping[str, 
             "available_kv_gib": kv["available_kv_gib"],
         },
         "throughput": _throughput_summary(tp) if tp else {},
+        # quick: every check but the throughput pass (the deploy's choice for a service it did not change).
+        "mode": "full" if tp else "quick",
         "metrics": {
             when: {
                 k: v
@@ -491,6 +493,12 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines.extend("| " + " | ".join(_cell(v) for v in row) + " |" for row in rows)
     return lines
+
+
+_MODE_LINES = {
+    "full": "- mode: full (health, models, chat, quality probes, tools, reasoning, KV cache, throughput)",
+    "quick": "- mode: quick (every check but the throughput pass, which serve_verify_throughput turned off)",
+}
 
 
 def _throughput_lines(tp: Mapping[str, Any]) -> list[str]:
@@ -565,6 +573,7 @@ def serve_verify_markdown(report: Mapping[str, Any]) -> list[str]:
         f"- engine version: {_cell(report.get('engine_version'))}",
         f"- tool-call parser: {_cell(report.get('tool_call_parser'))}; "
         f"reasoning parser: {_cell(report.get('reasoning_parser'))}",
+        _MODE_LINES.get(str(report.get("mode")), f"- mode: {_cell(report.get('mode'))}"),
     ]
     if report.get("engine_args"):
         lines.append(f"- engine args: `{json.dumps(report['engine_args'], sort_keys=True)}`")

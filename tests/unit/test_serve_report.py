@@ -417,3 +417,14 @@ def test_kv_from_sglang_log_takes_the_schedulers_token_count() -> None:
     )
     assert sr.kv_from_log(log)["kv_cache_tokens"] == 65012345
     assert sr.kv_from_log(log)["kv_cache_pool"] == "GPU"
+
+
+def test_the_report_says_which_mode_ran() -> None:
+    full = sr.serve_verify_report(GOOD_OBS, SETTINGS)
+    quick = sr.serve_verify_report({k: v for k, v in GOOD_OBS.items() if k != "throughput"}, SETTINGS)
+    assert (full["mode"], quick["mode"]) == ("full", "quick")
+    assert quick["throughput"] == {} and "throughput" not in [c["name"] for c in quick["checks"]]
+    assert any(
+        line.startswith("- mode: quick (every check but the throughput pass")
+        for line in sr.serve_verify_markdown(quick)
+    )
