@@ -275,8 +275,8 @@ INPUTS: dict[str, Input] = {
     "llm_verify_full": Input(
         False,
         _is_bool,
-        "true or false (true runs serve_verify's throughput pass even when the run changed nothing; it always "
-        "runs after a change)",
+        "true or false (true runs serve_verify's throughput pass even when the run changed nothing; "
+        "it always runs after a change)",
     ),
     "llm_vllm_version": Input(
         None,
