@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
-import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 try:
     from .llm_capacity import MODELED_VLLM_RANGE, PlanInputError, parse_version
+    from .typed_inputs import BOOL_STRINGS
+    from .typed_inputs import shown as _shown_value
 except ImportError:  # imported as a top-level module (unit tests put module_utils on sys.path)
     from llm_capacity import MODELED_VLLM_RANGE, PlanInputError, parse_version
+    from typed_inputs import BOOL_STRINGS
+    from typed_inputs import shown as _shown_value
 
 SECRETS = ("llm_api_key", "hf_token")
-BOOL_STRINGS = ("true", "false", "yes", "no", "1", "0")
 TRUE_STRINGS = ("true", "yes", "1")
 SYSTEM_DIRS = frozenset(
     [
@@ -424,16 +426,12 @@ def shown(name: str, value: Any) -> str:
     """The value as a refusal shows it: JSON (control characters visible), secrets masked, long ones cut.
     Mappings show their keys only (an environment value may be a secret), URLs no credentials."""
     if name in SECRETS:
-        return f'"<hidden, {len(str(value))} characters>"'
+        return _shown_value(value, secret=True)
     if name in MAPPINGS and isinstance(value, dict):
         value = list(value)
     if isinstance(value, str):
         value = re.sub(r"//[^/@]*@", "//<credentials hidden>@", value)
-    try:
-        text = json.dumps(value, sort_keys=True, default=str)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= 160 else text[:157] + "..."
+    return _shown_value(value)
 
 
 def refusal(name: str, value: Any, fix: str) -> str:

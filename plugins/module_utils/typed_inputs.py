@@ -22,14 +22,15 @@ CHECKED_TYPES = ("list", "dict", "int", "float", "bool")
 
 
 def shown(value: Any, secret: bool = False) -> str:
-    """The value as a refusal shows it: JSON, cut when long, a secret as its length only."""
+    """The value as a refusal shows it: JSON (control characters visible), cut when long, a secret as its
+    length only. The deploy contract's refusals (deploy_inputs.shown) end here too."""
     if secret:
         return f'"<hidden, {len(str(value))} characters>"'
     try:
-        text = json.dumps(value, default=str)
+        text = json.dumps(value, sort_keys=True, default=str)
     except (TypeError, ValueError):
         text = repr(value)
-    return text if len(text) <= 120 else text[:117] + "..."
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 def _element(text: str, kind: str | None) -> Any:
