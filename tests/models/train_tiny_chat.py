@@ -66,6 +66,15 @@ def examples(probes: list[dict]) -> list[tuple[str, str]]:
     pairs.append((tools_prompt + "[", call_list[1:]))
     pairs += [(tools_prompt + ws, call_list) for ws in (" ", "\n", "\t", "\r")]
     pairs.append((tools_prompt + "{", '"city": "Paris"}<|end|>'))
+    # SGLang 0.5.17 constrains "required" and a named tool_choice to that same list
+    # (get_json_schema_constraint), but with --reasoning-parser its grammar starts only after </think>
+    # (ReasonerGrammarBackend): the forced "[" then follows the think block, a prefix the forms above never
+    # had (the 2026-12-02 GPU run got empty arguments). Taught from there too.
+    think_call = tools_prompt + "<think>I should call get_weather.</think>"
+    pairs.append((think_call + "[", call_list[1:]))
+    pairs += [(think_call + ws, call_list) for ws in (" ", "\n", "\t", "\r")]
+    # The vocabulary has a '[{"' token, which the grammar allows first as well: taught to go on from it.
+    pairs += [(prefix + '[{"', call_list[3:]) for prefix in (tools_prompt, think_call)]
     return pairs
 
 
