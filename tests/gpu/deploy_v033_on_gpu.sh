@@ -14,10 +14,10 @@
 #   chat    deploy_tiny.yml on the bare machine (vLLM 0.33.0 under supervisord, serve_verify's gate)
 #   again   the same deploy again (must report changed=0)
 #   dsv3    deploy_model.yml with tiny_dsv3 (MLA + MoE) and --moe-backend triton, replacing the chat model
+#   sglang_port   the SGLang deploy on port 8000, which the vLLM service holds: must be refused before any change
 #   sglang  llm_engine=sglang with the chat model on port 8001 (tests/gpu/inventory.yml: the image's torch 2.11),
 #           the vLLM service stopped first (one GPU)
 #   sglang_again  the same SGLang deploy again (must report changed=0)
-#   sglang_port   the SGLang deploy on port 8000 with the vLLM service running there: must be refused
 #   collect engine logs, reports and rendered service files into $OUT
 set -uo pipefail
 OUT=${OUT:-/tmp/v033-out}
@@ -58,12 +58,18 @@ deploy() {
   local name=$1 inv=$2; shift 2
   status "=== $name: ansible-playbook -i $inv $*"
   local start=$SECONDS
+  touch "$RUN/deploy_$name.log.start"
   playbook -i "$inv" -e @"$RUN/hw.yml" "$@" >"$RUN/deploy_$name.log" 2>&1
   local rc=$?
   status "$name rc=$rc wall=$((SECONDS - start))s $(grep -A1 'PLAY RECAP' "$RUN/deploy_$name.log" | tail -1 | tr -s ' ')"
   grep -E 'serve_verify (PASSED|FAILED)|Verdict:' "$RUN/deploy_$name.log" | head -3 | cut -c1-300 | tee -a "$RUN/status.txt"
-  cp reports/serve_verify/*/report.json "$RUN/serve_verify_$name.json" 2>/dev/null
-  cp reports/serve_verify/*/report.md "$RUN/serve_verify_$name.md" 2>/dev/null
+  # The newest report (the vLLM steps' host is lent-gpu, the SGLang steps' lent-h200), if this run wrote one.
+  local report
+  report=$(ls -t reports/serve_verify/*/report.json 2>/dev/null | head -1)
+  if [ -n "$report" ] && [ "$report" -nt "$RUN/deploy_$name.log.start" ]; then
+    cp "$report" "$RUN/serve_verify_$name.json"
+    cp "${report%.json}.md" "$RUN/serve_verify_$name.md"
+  fi
   return $rc
 }
 sglang_deploy() {  # sglang_deploy NAME PORT
@@ -138,8 +144,7 @@ EOF
       sglang_deploy "$step" 8001
       cp /var/log/sglang/sglang.log "$RUN/sglang_engine_after_$step.log" 2>/dev/null ;;
     sglang_port)
-      # The port check needs the vLLM service running on 8000 (the SGLang one from above stays on 8001).
-      [ -f /etc/vllm/supervisord.conf ] && /opt/llmdeploy-supervisor/bin/supervisorctl -c /etc/vllm/supervisord.conf start vllm
+      # Before the sglang steps, while the vLLM service holds port 8000: refused before any change.
       sglang_deploy sglang_port 8000 && status "UNEXPECTED: port 8000 was not refused" ;;
     collect)
       cp /var/log/vllm/vllm.log "$RUN/engine.log" 2>/dev/null
