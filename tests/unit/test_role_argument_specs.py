@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 
+import deploy_inputs as contract
 import pytest
 import yaml
 
-ROLES = sorted(p for p in (Path(__file__).resolve().parents[2] / "roles").iterdir() if p.is_dir())
+ROOT = Path(__file__).resolve().parents[2]
+ROLES = sorted(p for p in (ROOT / "roles").iterdir() if p.is_dir())
+# The deploy role's options are the deploy contract (llm_*, and hf_token shared with hf_model): an input it
+# leaves unset means "derive it" (the catalog, the planner), so those have no default and are not required.
+PREFIXES = {"deploy": ("llm_", "hf_token")}
 
 
 def _load(path: Path) -> dict:
@@ -22,10 +30,14 @@ def test_defaults_and_argument_specs_agree(role: Path):
     for entry in specs.values():
         options.update(entry.get("options") or {})
     assert sorted(set(defaults) - set(options)) == [], "defaults missing from argument_specs"
-    undocumented_required = [n for n in set(options) - set(defaults) if not options[n].get("required")]
+    unset = {n for n, i in contract.INPUTS.items() if i.default is None} if role.name == "deploy" else set()
+    undocumented_required = [
+        n for n in set(options) - set(defaults) - unset if not options[n].get("required")
+    ]
     assert undocumented_required == [], "options without a default must be required"
     for name, spec in options.items():
-        assert name.startswith(role.name + "_"), f"{name}: public variables carry the role prefix"
+        prefixes = PREFIXES.get(role.name, (role.name + "_",))
+        assert name.startswith(prefixes), f"{name}: public variables carry the role prefix"
         assert spec.get("description"), f"{name}: no description"
 
 
@@ -34,3 +46,33 @@ def test_galaxy_metadata_names_the_role(role: Path):
     info = _load(role / "meta" / "main.yml")["galaxy_info"]
     assert info["namespace"] == "llmdeploy"
     assert info["role_name"] == role.name
+
+
+def test_the_deploy_contract_files_are_rendered_from_the_contract():
+    """roles/deploy's argument_specs and defaults and docs/deploy-inputs.md's table say what
+    plugins/module_utils/deploy_inputs.py checks: scripts/render-deploy-contract.py --check finds no drift."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "render-deploy-contract.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_tasks_from_names_an_entry_point_with_a_spec():
+    """Ansible validates a role's arguments only for the entry point tasks_from names exactly (without .yml):
+    every tasks_from in the project names one that has a spec."""
+    found = []
+    for path in [
+        *ROOT.glob("roles/*/tasks/*.yml"),
+        *ROOT.glob("playbooks/*.yml"),
+        *ROOT.glob("molecule/*/*.yml"),
+    ]:
+        text = path.read_text()
+        for block in re.finditer(r"name: llmdeploy\.llm\.(\w+)\n(?:\s+\w+: .*\n)*?\s+tasks_from: (.+)", text):
+            role, value = block.group(1), block.group(2).strip()
+            names = re.findall(r"'([\w.]+)'", value) or [value]
+            specs = _load(ROOT / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]
+            found += [f"{path.relative_to(ROOT)}: {role} {n}" for n in names if n not in specs]
+    assert found == []

@@ -89,6 +89,11 @@ def test_a_value_of_no_typed_form_is_refused_naming_the_variable(
 
 @pytest.mark.parametrize("role_dir", sorted({p.parents[1] for p in SPECS}), ids=lambda p: p.name)
 def test_every_role_checks_its_typed_inputs_first(role_dir: Path) -> None:
+    if role_dir.name == "deploy":
+        # The deploy contract's own check (deploy_inputs, stricter than the types) comes first instead.
+        first = yaml.safe_load((role_dir / "tasks" / "main.yml").read_text())[0]
+        assert first.get("ansible.builtin.import_tasks") == "inputs.yml"
+        return
     tasks = yaml.safe_load((role_dir / "tasks" / "preflight.yml").read_text())
     assert CHECK_TASK in tasks[0], f"{role_dir.name}: the first preflight task is {tasks[0].get('name')}"
     main = (role_dir / "tasks" / "main.yml").read_text()

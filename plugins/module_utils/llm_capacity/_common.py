@@ -14,18 +14,21 @@ except ImportError:  # bin/llm-plan runs without Ansible installed
         """Stand-in when Ansible is not importable."""
 
 
+try:
+    from ..engine_releases import default_version, modelled_vllm_range, proven_vllm_version
+except ImportError:  # llm_capacity imported as a top-level package (bin/llm-plan, unit tests)
+    from engine_releases import default_version, modelled_vllm_range, proven_vllm_version
+
 GIB = 1024**3
 # vLLM's default KV block size on CUDA (vllm/config/cache.py; platforms/cuda.py sets 16 when unset).
 DEFAULT_BLOCK_SIZE = 16
 # vllm/model_executor/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE.
 VOCAB_PADDING = 64
-# The vLLM release planned for by default: the newest on PyPI (0.33.0, 2026-12-01), whose source the
-# version-dependent terms were re-read against. The release run on real GPUs here is PROVEN_VLLM_VERSION.
-DEFAULT_VLLM_VERSION = "0.33.0"
-PROVEN_VLLM_VERSION = "0.22.0"
-# (major, minor) of the oldest and newest vLLM releases the accounting follows: the V1 engine's memory
-# profiling starts with 0.10; 0.33 is the newest release read (non_kv.py names what changed when).
-MODELED_VLLM_RANGE = ((0, 10), (0, 33))
+# The vLLM release planned for by default, the one checked on a real GPU here, and (major, minor) of the
+# oldest and newest release the accounting follows: catalog/engines.json, the one source of engine releases.
+DEFAULT_VLLM_VERSION = default_version("vllm")
+PROVEN_VLLM_VERSION = proven_vllm_version()
+MODELED_VLLM_RANGE = modelled_vllm_range()
 # No GPU has more memory than this; a larger --gpu-memory-gib is a unit mistake (MiB or bytes).
 MAX_GPU_MEMORY_GIB = 1024.0
 # Largest parallel degree accepted for each of TP, PP, DP and DCP.
