@@ -72,7 +72,7 @@ def min_driver_for_cuda(cuda: str) -> str | None:
 def mla_backends_for(compute_capability: str) -> list[str]:
     """MLA backends whose supports_compute_capability accepts this 'major.minor'."""
     try:
-        major = int(str(compute_capability).split(".")[0])
+        major = int(str(compute_capability).split(".", maxsplit=1)[0])
     except ValueError as exc:
         raise _err(
             "gpu_mla_backends_for", "expected a compute capability such as '12.0'", compute_capability

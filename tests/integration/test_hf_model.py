@@ -201,7 +201,7 @@ def test_interrupted_download_resumes_without_refetching_finished_files(hub: Hub
     assert killed, "the download finished or never started before it could be interrupted"
     assert not (dest / big).exists()
     assert not (dest / ".hf_model" / "complete.json").exists()
-    finished = {n: s for n, s in snapshot(dest).items()}
+    finished = dict(snapshot(dest).items())
     assert set(finished) == {n for n in files if n != big}
     gets = hub.file_gets("acme/resume")
 

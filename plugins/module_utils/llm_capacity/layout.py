@@ -80,7 +80,7 @@ SPARSE_MLA_BLOCK = 64
 def sparse_mla_backend(compute_capability: str | None, vllm_version: str) -> dict[str, Any]:
     """Sparse MLA decode backend vLLM picks on a GPU generation (None when it has none there)."""
     version = parse_version(vllm_version)
-    major = int(str(compute_capability).split(".")[0]) if compute_capability else None
+    major = int(str(compute_capability).split(".", maxsplit=1)[0]) if compute_capability else None
     if major is None:
         return {"backend": None, "fp8_kv": True, "block_size": SPARSE_MLA_BLOCK, "reason": "GPU unknown"}
     if major in (9, 10):

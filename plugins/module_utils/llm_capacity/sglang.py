@@ -100,7 +100,7 @@ def _major(compute_capability: str | None) -> int | None:
     if compute_capability is None:
         return None
     try:
-        return int(str(compute_capability).split(".")[0])
+        return int(str(compute_capability).split(".", maxsplit=1)[0])
     except ValueError as exc:
         raise PlanInputError(
             "compute_capability", f"expected e.g. '9.0', got {compute_capability!r}"
