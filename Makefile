@@ -54,6 +54,7 @@ lint: setup
 	$(TIME) "lint ruff" bash -c 'ruff check . && ruff format --check .'
 	$(TIME) "lint yamllint" yamllint --strict .
 	$(TIME) "lint ansible-lint" ansible-lint
+	$(TIME) "lint sanity" scripts/sanity.sh
 
 unit: setup
 	$(TIME) unit pytest -q $(PYTEST_DURATIONS) tests/unit

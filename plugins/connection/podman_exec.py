@@ -10,20 +10,10 @@ still travel through the container's mounted root filesystem (rootful podman) or
 
 from __future__ import annotations
 
-import os
-import shlex
-import shutil
-import subprocess
-
-from ansible.errors import AnsibleConnectionFailure, AnsibleError
-from ansible.module_utils.common.text.converters import to_bytes, to_text
-from ansible.plugins.connection import ConnectionBase, ensure_connect
-from ansible.utils.display import Display
-
 DOCUMENTATION = r"""
 name: podman_exec
 short_description: Run tasks in a local podman container, one podman exec per module
-author: llmdeploy.llm authors
+author: llmdeploy maintainers (@llmdeploy)
 version_added: "0.2.0"
 description:
   - Commands run with C(podman exec); modules are piped to the container's Python on stdin.
@@ -52,6 +42,16 @@ options:
     vars:
       - name: ansible_podman_executable
 """
+
+import os
+import shlex
+import shutil
+import subprocess
+
+from ansible.errors import AnsibleConnectionFailure, AnsibleError
+from ansible.module_utils.common.text.converters import to_bytes, to_text
+from ansible.plugins.connection import ConnectionBase, ensure_connect
+from ansible.utils.display import Display
 
 display = Display()
 

@@ -12,14 +12,14 @@ description:
 options:
   repo: {type: str, required: true, description: "ORG/NAME or ORG/NAME@REVISION (branch, tag or commit sha)"}
   endpoint: {type: str, default: "", description: "Hub or mirror; empty: HF_ENDPOINT, else huggingface.co"}
-  token: {type: str, default: "", no_log: true, description: Token for gated or private repositories}
+  token: {type: str, default: "", description: Token for gated or private repositories}
   timeout: {type: float, default: 30, description: Seconds per request}
   allow_patterns:
     type: list
     elements: str
     default: []
     description: Weight files to count (fnmatch on the repository path, as the download's allow patterns)
-author: llmdeploy
+author: llmdeploy maintainers (@llmdeploy)
 """
 
 EXAMPLES = r"""
@@ -38,8 +38,8 @@ model:
   type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402 - after the doc strings by convention
-from ansible_collections.llmdeploy.llm.plugins.module_utils.hf_hub_metadata import (  # noqa: E402
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmdeploy.llm.plugins.module_utils.hf_hub_metadata import (
     HubError,
     hub_model,
 )

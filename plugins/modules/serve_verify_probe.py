@@ -10,17 +10,17 @@ description:
     changes nothing. Returns raw observations; the serve_report filters judge them.
   - The API key is sent as a bearer token and is never returned.
 options:
-  base_url: {type: str, required: true, description: Endpoint root, e.g. http://127.0.0.1:8000}
-  api_key: {type: str, default: "", no_log: true, description: Bearer token; empty for none}
+  base_url: {type: str, required: true, description: "Endpoint root, e.g. http://127.0.0.1:8000"}
+  api_key: {type: str, default: "", description: Bearer token; empty for none}
   model: {type: str, required: true, description: Served model name}
   probes: {type: list, elements: dict, default: [], description: "List of {prompt, expect, max_tokens}"}
   tool_checks: {type: bool, default: false, description: Send tool-call requests}
-  throughput: {type: bool, default: true, description: Measure decode rate, TTFT and aggregate rate}
+  throughput: {type: bool, default: true, description: "Measure decode rate, TTFT and aggregate rate"}
   concurrency_levels: {type: list, elements: int, default: [1, 2, 4], description: Parallel streams per level}
   throughput_max_tokens: {type: int, default: 64, description: Tokens per throughput request}
   requests_per_level: {type: int, default: 4, description: Requests per level (min. the level)}
   timeout: {type: float, default: 120, description: Seconds per request}
-author: llmdeploy
+author: llmdeploy maintainers (@llmdeploy)
 """
 
 EXAMPLES = r"""
@@ -38,8 +38,8 @@ observations:
   type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402 - after the doc strings by convention
-from ansible_collections.llmdeploy.llm.plugins.module_utils.serve_verify_client import measure  # noqa: E402
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmdeploy.llm.plugins.module_utils.serve_verify_client import measure
 
 
 def main() -> None:
@@ -52,7 +52,7 @@ def main() -> None:
             "tool_checks": {"type": "bool", "default": False},
             "throughput": {"type": "bool", "default": True},
             "concurrency_levels": {"type": "list", "elements": "int", "default": [1, 2, 4]},
-            "throughput_max_tokens": {"type": "int", "default": 64},
+            "throughput_max_tokens": {"type": "int", "default": 64, "no_log": False},
             "requests_per_level": {"type": "int", "default": 4},
             "timeout": {"type": "float", "default": 120},
         },

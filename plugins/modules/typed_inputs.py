@@ -21,7 +21,7 @@ options:
   spec_file:
     description: An argument_specs file to read instead of the calling role's.
     type: path
-author: llmdeploy
+author: llmdeploy maintainers (@llmdeploy)
 """
 
 EXAMPLES = r"""

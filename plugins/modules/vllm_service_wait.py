@@ -3,14 +3,6 @@
 
 from __future__ import annotations
 
-import json
-import time
-import urllib.error
-import urllib.request
-from typing import Any
-
-from ansible.module_utils.basic import AnsibleModule
-
 DOCUMENTATION = r"""
 module: vllm_service_wait
 short_description: Wait until a vLLM service answers /health, /v1/models and one real chat completion
@@ -76,7 +68,7 @@ options:
     description: Fail when the unit restarts during the wait (turn off to wait through an expected restart).
     type: bool
     default: true
-author: llmdeploy
+author: llmdeploy maintainers (@llmdeploy)
 """
 
 EXAMPLES = r"""
@@ -118,6 +110,14 @@ n_restarts:
   type: int
   returned: always
 """
+
+import json
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
 
 _DEAD_STATES = frozenset({"failed", "inactive", "deactivating"})
 # supervisord process states that mean the program is not (or no longer) running.
@@ -321,7 +321,7 @@ def main() -> None:
             "api_key": {"type": "str", "default": "", "no_log": True},
             "model": {"type": "str", "default": ""},
             "prompt": {"type": "str", "default": "Hello"},
-            "max_tokens": {"type": "int", "default": 8},
+            "max_tokens": {"type": "int", "default": 8, "no_log": False},
             "journal_lines": {"type": "int", "default": 80},
             "fail_on_restart": {"type": "bool", "default": True},
         },

@@ -176,7 +176,10 @@ def main() -> None:
                         role_wall.append(w)
                         role_dl.append(d)
                     subprocess.run(["rm", "-rf", str(dest)], check=True)
-            mbps = lambda t: total / 1e6 / t  # noqa: E731
+
+            def mbps(t: float) -> float:
+                return total / 1e6 / t
+
             p, rw, rd = statistics.median(plain_t), statistics.median(role_wall), statistics.median(role_dl)
             print(
                 f"plain hf download : {p:6.1f} s  {mbps(p):7.1f} MB/s  "
