@@ -76,3 +76,36 @@ def test_every_tasks_from_names_an_entry_point_with_a_spec():
             specs = _load(ROOT / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]
             found += [f"{path.relative_to(ROOT)}: {role} {n}" for n in names if n not in specs]
     assert found == []
+
+
+_CONDITIONAL_KEYS = ("when", "that", "failed_when", "changed_when", "until")
+
+
+def _templated_conditionals(node: object, where: str) -> list[str]:
+    found = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in _CONDITIONAL_KEYS:
+                values = value if isinstance(value, list) else [value]
+                found += [f"{where}: {key}: {v}" for v in values if isinstance(v, str) and "{{" in v]
+            if key not in ("loop", "vars") and not str(key).startswith("with_"):  # data, not conditionals
+                found += _templated_conditionals(value, f"{where} > {node.get('name', key)}")
+    elif isinstance(node, list):
+        for item in node:
+            found += _templated_conditionals(item, where)
+    return found
+
+
+def test_no_conditional_is_templated():
+    """ansible-core 2.19 warns (and 2.23 refuses) a conditional wrapped in {{ }}: every when/that/*_when/until is a
+    bare expression."""
+    found = []
+    for path in [
+        *ROOT.glob("roles/*/tasks/*.yml"),
+        *ROOT.glob("roles/*/handlers/*.yml"),
+        *ROOT.glob("playbooks/*.yml"),
+        *ROOT.glob("molecule/*/*.yml"),
+        *ROOT.glob("tests/consumer/*.yml"),
+    ]:
+        found += _templated_conditionals(_load(path), str(path.relative_to(ROOT)))
+    assert found == []
