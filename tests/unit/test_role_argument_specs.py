@@ -97,8 +97,8 @@ def _templated_conditionals(node: object, where: str) -> list[str]:
 
 
 def test_no_conditional_is_templated():
-    """ansible-core 2.19 warns (and 2.23 refuses) a conditional wrapped in {{ }}: every when/that/*_when/until is a
-    bare expression."""
+    """ansible-core 2.19 warns (and 2.23 refuses) a conditional wrapped in {{ }}: every when, that, *_when and
+    until is a bare expression."""
     found = []
     for path in [
         *ROOT.glob("roles/*/tasks/*.yml"),
