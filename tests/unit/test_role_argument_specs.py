@@ -22,6 +22,18 @@ def _load(path: Path) -> dict:
     return yaml.safe_load(path.read_text()) or {}
 
 
+def _task_files() -> list[Path]:
+    """The roles' tasks and handlers, the playbooks, molecule's and the consumer's plays."""
+    globs = (
+        "roles/*/tasks/*.yml",
+        "roles/*/handlers/*.yml",
+        "playbooks/*.yml",
+        "molecule/*/*.yml",
+        "tests/consumer/*.yml",
+    )
+    return [path for pattern in globs for path in sorted(ROOT.glob(pattern))]
+
+
 @pytest.mark.parametrize("role", ROLES, ids=[r.name for r in ROLES])
 def test_defaults_and_argument_specs_agree(role: Path):
     defaults = _load(role / "defaults" / "main.yml")
@@ -64,11 +76,7 @@ def test_every_tasks_from_names_an_entry_point_with_a_spec():
     """Ansible validates a role's arguments only for the entry point tasks_from names exactly (without .yml):
     every tasks_from in the project names one that has a spec."""
     found = []
-    for path in [
-        *ROOT.glob("roles/*/tasks/*.yml"),
-        *ROOT.glob("playbooks/*.yml"),
-        *ROOT.glob("molecule/*/*.yml"),
-    ]:
+    for path in _task_files():
         text = path.read_text()
         for block in re.finditer(r"name: llmdeploy\.llm\.(\w+)\n(?:\s+\w+: .*\n)*?\s+tasks_from: (.+)", text):
             role, value = block.group(1), block.group(2).strip()
@@ -100,12 +108,6 @@ def test_no_conditional_is_templated():
     """ansible-core 2.19 warns (and 2.23 refuses) a conditional wrapped in {{ }}: every when, that, *_when and
     until is a bare expression."""
     found = []
-    for path in [
-        *ROOT.glob("roles/*/tasks/*.yml"),
-        *ROOT.glob("roles/*/handlers/*.yml"),
-        *ROOT.glob("playbooks/*.yml"),
-        *ROOT.glob("molecule/*/*.yml"),
-        *ROOT.glob("tests/consumer/*.yml"),
-    ]:
+    for path in _task_files():
         found += _templated_conditionals(_load(path), str(path.relative_to(ROOT)))
     assert found == []
