@@ -41,3 +41,32 @@ def test_file_check_counts_recorded_files() -> None:
     res = verify("--files")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["files_checked"] > 1000
+
+
+def _dist(site: Path, name: str, files: dict[str, int]) -> None:
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    rows = [f"{path},sha256=x,{size}" for path, size in files.items()]
+    rows += [f"{info.name}/METADATA,sha256=x,{(info / 'METADATA').stat().st_size}", f"{info.name}/RECORD,,"]
+    (info / "RECORD").write_text("\n".join(rows) + "\n")
+
+
+def test_a_path_two_distributions_install_is_sound_when_it_matches_either(tmp_path: Path) -> None:
+    # Seen on the H100 with vLLM 0.33.0's wheelhouse: torch-c-dlpack-ext and another wheel both install a
+    # top-level build_backend.py; the one installed last wins and the other's RECORD no longer matches.
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next(venv.glob("lib/python3*/site-packages"))
+    (site / "build_backend.py").write_text("x" * 100)
+    _dist(site, "first", {"build_backend.py": 40})
+    _dist(site, "second", {"build_backend.py": 100})
+    python = str(venv / "bin/python")
+    ok = subprocess.run([python, str(SCRIPT), "--files"], capture_output=True, text=True, check=False)
+    assert ok.returncode == 0, ok.stderr
+    (site / "build_backend.py").write_text("x" * 7)
+    bad = subprocess.run([python, str(SCRIPT), "--files"], capture_output=True, text=True, check=False)
+    assert bad.returncode == 1
+    assert "build_backend.py has 7 bytes, RECORD says " in bad.stderr
+    assert "40 (first 1.0)" in bad.stderr
+    assert "100 (second 1.0)" in bad.stderr

@@ -20,7 +20,9 @@ SHOWN = 5
 
 
 def check_files():
-    checked, bad = 0, []
+    # Two distributions may install the same path (torch-c-dlpack-ext and another wheel both ship a top-level
+    # build_backend.py): the last one installed wins, so a path is sound when it matches any RECORD naming it.
+    claims = {}
     own = os.path.realpath(sys.prefix) + os.sep
     for dist in importlib.metadata.distributions():
         if not os.path.realpath(dist.locate_file("")).startswith(own):
@@ -29,23 +31,24 @@ def check_files():
             # RECORD lists itself without a size; byte code is a cache that Python may rewrite.
             if f.size is None or f.suffix == ".pyc":
                 continue
-            checked += 1
-            path = f.locate()
-            try:
-                size = path.stat().st_size
-            except OSError:
-                bad.append(f"{f} missing ({dist.metadata['Name']} {dist.version})")
-                continue
-            if size != f.size:
-                bad.append(
-                    f"{f} has {size} bytes, RECORD says {f.size} ({dist.metadata['Name']} {dist.version})"
-                )
+            owner = f"{dist.metadata['Name']} {dist.version}"
+            claims.setdefault(os.path.realpath(f.locate()), []).append((str(f), f.size, owner))
+    bad = []
+    for path, owners in claims.items():
+        try:
+            size = os.stat(path).st_size
+        except OSError:
+            bad.append(f"{owners[0][0]} missing ({', '.join(o for _, _, o in owners)})")
+            continue
+        if all(size != want for _, want, _ in owners):
+            said = ", ".join(f"{want} ({o})" for _, want, o in owners)
+            bad.append(f"{owners[0][0]} has {size} bytes, RECORD says {said}")
     problems = []
     if bad:
         problems.append(
-            f"{len(bad)} of {checked} installed files missing or changed: " + "; ".join(bad[:SHOWN])
+            f"{len(bad)} of {len(claims)} installed files missing or changed: " + "; ".join(bad[:SHOWN])
         )
-    return checked, problems
+    return len(claims), problems
 
 
 def loaded_from(module, prefix):
