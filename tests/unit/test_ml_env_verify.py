@@ -12,8 +12,8 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[2] / "roles/ml_env/files/ml_env_verify.py"
 
 
-def verify(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, check=False)
+def verify(*args: str, python: str = sys.executable) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([python, str(SCRIPT), *args], capture_output=True, text=True, check=False)
 
 
 def test_versions_are_reported_and_compared() -> None:
@@ -62,10 +62,10 @@ def test_a_path_two_distributions_install_is_sound_when_it_matches_either(tmp_pa
     _dist(site, "first", {"build_backend.py": 40})
     _dist(site, "second", {"build_backend.py": 100})
     python = str(venv / "bin/python")
-    ok = subprocess.run([python, str(SCRIPT), "--files"], capture_output=True, text=True, check=False)
+    ok = verify("--files", python=python)
     assert ok.returncode == 0, ok.stderr
     (site / "build_backend.py").write_text("x" * 7)
-    bad = subprocess.run([python, str(SCRIPT), "--files"], capture_output=True, text=True, check=False)
+    bad = verify("--files", python=python)
     assert bad.returncode == 1
     assert "build_backend.py has 7 bytes, RECORD says " in bad.stderr
     assert "40 (first 1.0)" in bad.stderr

@@ -27,12 +27,12 @@ def check_files():
     for dist in importlib.metadata.distributions():
         if not os.path.realpath(dist.locate_file("")).startswith(own):
             continue
+        owner = f"{dist.metadata['Name']} {dist.version}"
         for f in dist.files or ():
             # RECORD lists itself without a size; byte code is a cache that Python may rewrite.
             if f.size is None or f.suffix == ".pyc":
                 continue
-            owner = f"{dist.metadata['Name']} {dist.version}"
-            claims.setdefault(os.path.realpath(f.locate()), []).append((str(f), f.size, owner))
+            claims.setdefault(os.path.normpath(f.locate()), []).append((str(f), f.size, owner))
     bad = []
     for path, owners in claims.items():
         try:
