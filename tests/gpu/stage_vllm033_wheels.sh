@@ -68,7 +68,7 @@ norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()
 def names(folder):
     return {norm(p.name.split("-")[0]): f"{folder}/{p.name}" for p in (tmp / folder).glob("*.whl")}
 w, sgd, sgw = names("w"), names("sgd"), names("sgw")
-# The 0.22 run's names (../shared/tools/vllm-0.22.0-gpu-wheels.txt) minus vllm, gguf and tokenspeed-mla.
+# The 0.22 run's names (../shared/tools/vllm-0.22.0-gpu-wheels.txt) minus vllm and tokenspeed-mla (gguf comes from sgd/).
 keep = set(w) | set(sgd)
 keep -= {"vllm", "oss-harmony", "nvtx", "instanttensor", "humming-kernels", "torch-c-dlpack-ext", "nccl4py",
          "nccl-extensions", "cuda-tile", "orjson", "pyelftools"}
