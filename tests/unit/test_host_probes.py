@@ -1,0 +1,63 @@
+"""The host_probes module run as Ansible runs it: a separate Python process with its arguments on stdin."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from _collection import COLLECTIONS, ROOT
+
+MODULE = ROOT / "plugins" / "modules" / "host_probes.py"
+
+
+def run(args: dict) -> dict:
+    done = subprocess.run(
+        [sys.executable, str(MODULE)],
+        input=json.dumps({"ANSIBLE_MODULE_ARGS": args}),
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(COLLECTIONS), "PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+    return json.loads(done.stdout)
+
+
+def test_each_probe_reports_in_order_like_a_looped_command() -> None:
+    out = run(
+        {
+            "probes": {"echo": ["sh", "-c", "printf 'a\\nb\\n\\n'; echo err >&2; exit 3"], "true": ["true"]},
+            "names": ["true", "echo"],
+        }
+    )
+    assert out["changed"] is False
+    assert [r["item"] for r in out["results"]] == ["true", "echo"]
+    echo = out["results"][1]
+    assert (echo["rc"], echo["stdout"], echo["stderr"]) == (3, "a\nb", "err")
+
+
+def test_a_missing_command_is_rc_127_and_the_module_does_not_fail() -> None:
+    out = run({"probes": {"smi": ["nvidia-smi-not-installed-here"]}, "names": ["smi"]})
+    assert "failed" not in out
+    assert out["results"][0]["rc"] == 127
+    assert "No such file" in out["results"][0]["stderr"]
+
+
+def test_a_probe_past_its_timeout_is_rc_124() -> None:
+    out = run({"probes": {"slow": ["sleep", "5"]}, "names": ["slow"], "timeout": 0.2})
+    assert out["results"][0]["rc"] == 124
+    assert "timed out" in out["results"][0]["stderr"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"probes": {"a": ["true"]}, "names": ["b"]}, "names ['b'] are not keys"),
+        ({"probes": {"a": []}, "names": ["a"]}, "probes ['a'] must each be a non-empty list"),
+    ],
+)
+def test_bad_arguments_fail_naming_the_probe(args: dict, message: str) -> None:
+    out = run(args)
+    assert out["failed"] is True
+    assert message in out["msg"]
