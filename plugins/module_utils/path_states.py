@@ -44,6 +44,8 @@ def path_state(path: str, checksum: bool = True, secret_key: str | None = None) 
 
     With SECRET_KEY (a file holding secrets) its content is given as ``hmac``, keyed, instead of its sha1.
     """
+    if not os.path.isabs(path):
+        return {"exists": False, "error": "not an absolute path"}
     try:
         st = os.stat(path)
     except OSError:

@@ -11,9 +11,14 @@ description:
     modules compare).
   - Symbolic links are followed, as the file, copy and template modules follow them.
   - With the llmdeploy.llm.path_needs_change filter, a role's file, copy and template tasks skip themselves
-    when the path is already as they would leave it: an unchanged run costs one remote call for all of them.
+    when the path is already as they would leave it, and an unchanged run costs one remote call for all.
 options:
-  paths: {type: list, elements: str, required: true, description: Absolute paths to read}
+  paths:
+    type: list
+    elements: str
+    required: true
+    description: Absolute paths to read; a relative one is reported as not existing, with C(error), so the
+      caller's own checks can name the variable it came from.
   checksum: {type: bool, default: true, description: Read the sha1 of regular files}
   secret_paths:
     type: list
@@ -52,8 +57,6 @@ paths:
   type: dict
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmdeploy.llm.plugins.module_utils.path_states import path_states
 
@@ -68,9 +71,6 @@ def main() -> None:
         },
         supports_check_mode=True,
     )
-    relative = [p for p in module.params["paths"] if not os.path.isabs(p)]
-    if relative:
-        module.fail_json(msg=f"path_states: paths must be absolute, got {relative}")
     p = module.params
     if p["secret_paths"] and len(p["secret_key"]) < 16:
         module.fail_json(msg="path_states: secret_paths need a secret_key of at least 16 characters")

@@ -20,6 +20,13 @@ options:
   throughput_max_tokens: {type: int, default: 64, description: Tokens per throughput request}
   requests_per_level: {type: int, default: 4, description: Requests per level (min. the level)}
   timeout: {type: float, default: 120, description: Seconds per request}
+  log_argv:
+    type: list
+    elements: str
+    default: []
+    description:
+      - A command printing the engine log (journalctl, tail), run after the requests in the same module call;
+        its lines are returned as C(log). Empty for none.
 author: llmdeploy maintainers (@llmdeploy)
 """
 
@@ -36,7 +43,13 @@ observations:
   description: health, version, models, chat, probes, tools, throughput and /metrics text before/after.
   returned: always
   type: dict
+log:
+  description: rc and lines of O(log_argv) (rc 127 and no lines when it cannot be run; none asked, rc null).
+  returned: always
+  type: dict
 """
+
+import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmdeploy.llm.plugins.module_utils.serve_verify_client import measure
@@ -55,12 +68,26 @@ def main() -> None:
             "throughput_max_tokens": {"type": "int", "default": 64, "no_log": False},
             "requests_per_level": {"type": "int", "default": 4},
             "timeout": {"type": "float", "default": 120},
+            "log_argv": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
     params = dict(module.params)
     api_key = params.pop("api_key")
-    module.exit_json(changed=False, observations=measure(params, api_key))
+    log_argv = params.pop("log_argv")
+    observations = measure(params, api_key)
+    module.exit_json(changed=False, observations=observations, log=read_log(log_argv))
+
+
+def read_log(argv: list[str]) -> dict:
+    """The engine log, read after the requests (their lines are in it); never fails the probe."""
+    if not argv:
+        return {"rc": None, "lines": []}
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=60, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"rc": 127, "lines": [], "error": str(exc)}
+    return {"rc": done.returncode, "lines": done.stdout.decode("utf-8", "replace").splitlines()}
 
 
 if __name__ == "__main__":

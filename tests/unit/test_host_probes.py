@@ -61,3 +61,26 @@ def test_bad_arguments_fail_naming_the_probe(args: dict, message: str) -> None:
     out = run(args)
     assert out["failed"] is True
     assert message in out["msg"]
+
+
+REPORT_MODULE = ROOT / "plugins" / "modules" / "report_files.py"
+
+
+def test_report_files_writes_only_what_differs(tmp_path) -> None:
+    def write(files: dict) -> dict:
+        done = subprocess.run(
+            [sys.executable, str(REPORT_MODULE)],
+            input=json.dumps({"ANSIBLE_MODULE_ARGS": {"dir": str(tmp_path / "r" / "h"), "files": files}}),
+            capture_output=True,
+            text=True,
+            env={"PYTHONPATH": str(COLLECTIONS), "PATH": "/usr/bin:/bin"},
+            check=False,
+        )
+        return json.loads(done.stdout)
+
+    assert write({"a.json": "{}\n", "b.md": "x\n"})["written"] == ["a.json", "b.md"]
+    assert (tmp_path / "r" / "h" / "b.md").read_text() == "x\n"
+    again = write({"a.json": "{}\n", "b.md": "y\n"})
+    assert (again["changed"], again["written"]) == (True, ["b.md"])
+    assert write({"a.json": "{}\n", "b.md": "y\n"})["changed"] is False
+    assert "without a slash" in write({"../x": ""})["msg"]
