@@ -40,7 +40,8 @@ def keyed_digest(data: bytes, key: str) -> str:
 
 
 def path_state(path: str, checksum: bool = True, secret_key: str | None = None) -> dict[str, Any]:
-    """exists, type (file, directory, other), mode ("0644"), owner, group and, for a file, its sha1.
+    """exists, type (file, directory, other; a link is followed), islink, link_target, mode ("0644"), owner,
+    group and, for a file, its sha1.
 
     With SECRET_KEY (a file holding secrets) its content is given as ``hmac``, keyed, instead of its sha1.
     """
@@ -49,11 +50,18 @@ def path_state(path: str, checksum: bool = True, secret_key: str | None = None) 
     try:
         st = os.stat(path)
     except OSError:
-        return {"exists": False}
+        # A dangling link: nothing to follow, but the name is taken.
+        return (
+            {"exists": False, "islink": True, "link_target": os.readlink(path)}
+            if os.path.islink(path)
+            else {"exists": False}
+        )
     kind = next((name for test, name in _TYPES.items() if test(st.st_mode)), "other")
     state = {
         "exists": True,
         "type": kind,
+        "islink": os.path.islink(path),
+        "link_target": os.readlink(path) if os.path.islink(path) else None,
         "mode": f"{stat.S_IMODE(st.st_mode):04o}",
         "owner": _name(pwd.getpwuid, st.st_uid),
         "group": _name(grp.getgrgid, st.st_gid),
@@ -86,6 +94,30 @@ def _octal(mode: Any) -> int | None:
         return int(str(mode), 8)
     except ValueError:
         return None
+
+
+def accounts(users: list[str], groups: list[str]) -> dict[str, dict[str, Any]]:
+    """The passwd entries of USERS (with their primary group's name) and the gids of GROUPS; absent: {}."""
+    found_users: dict[str, Any] = {}
+    for name in users:
+        try:
+            pw = pwd.getpwnam(name)
+        except KeyError:
+            continue
+        found_users[name] = {
+            "uid": pw.pw_uid,
+            "group": _name(grp.getgrgid, pw.pw_gid),
+            "home": pw.pw_dir,
+            "shell": pw.pw_shell,
+            "comment": pw.pw_gecos,
+        }
+    found_groups: dict[str, Any] = {}
+    for name in groups:
+        try:
+            found_groups[name] = {"gid": grp.getgrnam(name).gr_gid}
+        except KeyError:
+            continue
+    return {"users": found_users, "groups": found_groups}
 
 
 def _err(message: str) -> ValueError:

@@ -31,6 +31,16 @@ options:
     type: str
     default: ""
     description: The key for O(secret_paths); a random value the caller keeps out of its logs (no_log).
+  users:
+    type: list
+    elements: str
+    default: []
+    description: Accounts to read as well (the owners of those paths), returned in C(users) when they exist.
+  groups:
+    type: list
+    elements: str
+    default: []
+    description: Groups to read as well, returned in C(groups) when they exist.
 author: llmdeploy maintainers (@llmdeploy)
 """
 
@@ -52,13 +62,21 @@ EXAMPLES = r"""
 
 RETURN = r"""
 paths:
-  description: Path to a dict of exists, type, mode (four octal digits), owner, group, sha1 or hmac (files).
+  description: Path to exists, type, islink, link_target, mode (four octal digits), owner, group, sha1, hmac.
+  returned: always
+  type: dict
+users:
+  description: User name to uid, group (primary group's name), home, shell and comment; absent users left out.
+  returned: always
+  type: dict
+groups:
+  description: Group name to gid; absent groups left out.
   returned: always
   type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.llmdeploy.llm.plugins.module_utils.path_states import path_states
+from ansible_collections.llmdeploy.llm.plugins.module_utils.path_states import accounts, path_states
 
 
 def main() -> None:
@@ -68,6 +86,8 @@ def main() -> None:
             "checksum": {"type": "bool", "default": True},
             "secret_paths": {"type": "list", "elements": "str", "default": [], "no_log": False},
             "secret_key": {"type": "str", "default": "", "no_log": True},
+            "users": {"type": "list", "elements": "str", "default": []},
+            "groups": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
@@ -75,7 +95,9 @@ def main() -> None:
     if p["secret_paths"] and len(p["secret_key"]) < 16:
         module.fail_json(msg="path_states: secret_paths need a secret_key of at least 16 characters")
     module.exit_json(
-        changed=False, paths=path_states(p["paths"], p["checksum"], p["secret_paths"], p["secret_key"])
+        changed=False,
+        paths=path_states(p["paths"], p["checksum"], p["secret_paths"], p["secret_key"]),
+        **accounts(p["users"], p["groups"]),
     )
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import grp as grp_module
 import hashlib
 import json
 import os
+import pwd as pwd_module
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +15,7 @@ import pytest
 from _collection import COLLECTIONS, ROOT, filters
 
 sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
-from path_states import path_needs_change, path_states
+from path_states import accounts, path_needs_change, path_states
 
 MODULE = ROOT / "plugins" / "modules" / "path_states.py"
 
@@ -115,3 +117,29 @@ def test_a_copy_is_judged_against_its_source(tmp_path: Path, secret: bool) -> No
     assert not path_needs_change(states, paths[1], same_content_as=src)
     assert path_needs_change(states, paths[2], same_content_as=src)
     assert path_needs_change(states, paths[1], same_content_as=paths[3])
+
+
+def test_accounts_read_users_with_their_group_and_leave_out_absent_ones() -> None:
+    me = pwd_module.getpwuid(os.getuid())
+    found = accounts(
+        [me.pw_name, "no-such-user-xyz"], [grp_module.getgrgid(me.pw_gid).gr_name, "no-such-group-xyz"]
+    )
+    assert list(found["users"]) == [me.pw_name]
+    assert found["users"][me.pw_name]["home"] == me.pw_dir
+    assert found["users"][me.pw_name]["group"] == grp_module.getgrgid(me.pw_gid).gr_name
+    assert list(found["groups"]) == [grp_module.getgrgid(me.pw_gid).gr_name]
+
+
+def test_links_are_followed_and_marked(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "to-d").symlink_to(tmp_path / "d")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    states = path_states([str(tmp_path / "to-d"), str(tmp_path / "d"), str(tmp_path / "dangling")])
+    assert states[str(tmp_path / "to-d")]["type"] == "directory" and states[str(tmp_path / "to-d")]["islink"]
+    assert not states[str(tmp_path / "d")]["islink"]
+    assert states[str(tmp_path / "to-d")]["link_target"] == str(tmp_path / "d")
+    assert states[str(tmp_path / "dangling")] == {
+        "exists": False,
+        "islink": True,
+        "link_target": str(tmp_path / "nowhere"),
+    }
