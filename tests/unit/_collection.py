@@ -7,6 +7,9 @@ plugin files map the documented names (and only those) onto them inside the inst
 from __future__ import annotations
 
 import importlib
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,3 +28,16 @@ def filters(plugin: str) -> dict[str, Any]:
     init_plugin_loader([str(COLLECTIONS)])
     module = importlib.import_module(f"ansible_collections.llmdeploy.llm.plugins.filter.{plugin}")
     return module.FilterModule().filters()
+
+
+def run_module(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Run plugins/modules/<name>.py as Ansible runs a module: its own process, the arguments on stdin."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "plugins" / "modules" / f"{name}.py")],
+        input=json.dumps({"ANSIBLE_MODULE_ARGS": args}),
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(COLLECTIONS), "PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+    return json.loads(done.stdout)

@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
-from _collection import COLLECTIONS, ROOT
-
-MODULE = ROOT / "plugins" / "modules" / "host_probes.py"
+from _collection import run_module
 
 
 def run(args: dict) -> dict:
-    done = subprocess.run(
-        [sys.executable, str(MODULE)],
-        input=json.dumps({"ANSIBLE_MODULE_ARGS": args}),
-        capture_output=True,
-        text=True,
-        env={"PYTHONPATH": str(COLLECTIONS), "PATH": "/usr/bin:/bin"},
-        check=False,
-    )
-    return json.loads(done.stdout)
+    return run_module("host_probes", args)
 
 
 def test_each_probe_reports_in_order_like_a_looped_command() -> None:
@@ -63,20 +49,9 @@ def test_bad_arguments_fail_naming_the_probe(args: dict, message: str) -> None:
     assert message in out["msg"]
 
 
-REPORT_MODULE = ROOT / "plugins" / "modules" / "report_files.py"
-
-
 def test_report_files_writes_only_what_differs(tmp_path) -> None:
     def write(files: dict) -> dict:
-        done = subprocess.run(
-            [sys.executable, str(REPORT_MODULE)],
-            input=json.dumps({"ANSIBLE_MODULE_ARGS": {"dir": str(tmp_path / "r" / "h"), "files": files}}),
-            capture_output=True,
-            text=True,
-            env={"PYTHONPATH": str(COLLECTIONS), "PATH": "/usr/bin:/bin"},
-            check=False,
-        )
-        return json.loads(done.stdout)
+        return run_module("report_files", {"dir": str(tmp_path / "r" / "h"), "files": files})
 
     assert write({"a.json": "{}\n", "b.md": "x\n"})["written"] == ["a.json", "b.md"]
     assert (tmp_path / "r" / "h" / "b.md").read_text() == "x\n"

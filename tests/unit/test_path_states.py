@@ -7,17 +7,14 @@ import hashlib
 import json
 import os
 import pwd as pwd_module
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from _collection import COLLECTIONS, ROOT, filters
+from _collection import ROOT, filters, run_module
 
 sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 from path_states import accounts, path_needs_change, path_states
-
-MODULE = ROOT / "plugins" / "modules" / "path_states.py"
 
 
 @pytest.fixture
@@ -79,15 +76,7 @@ def test_the_module_reads_in_one_call_and_reports_relative_paths(tmp_path: Path)
     (tmp_path / "f").write_text("x")
 
     def run(args: dict) -> dict:
-        done = subprocess.run(
-            [sys.executable, str(MODULE)],
-            input=json.dumps({"ANSIBLE_MODULE_ARGS": args}),
-            capture_output=True,
-            text=True,
-            env={"PYTHONPATH": str(COLLECTIONS), "PATH": "/usr/bin:/bin"},
-            check=False,
-        )
-        return json.loads(done.stdout)
+        return run_module("path_states", args)
 
     out = run({"paths": [str(tmp_path / "f"), str(tmp_path / "g")]})
     assert out["changed"] is False
