@@ -325,9 +325,11 @@ def host_checks(facts: dict[str, Any], req: dict[str, Any]) -> list[dict]:
                 "gpu_preflight_facts.port.listeners",
                 shown,
                 f"TCP port {port.get('port')} is free or held by the service user "
-                f"{req.get('service_user') or '(none given)'} (uid {own})",
-                "stop what listens there (`ss -ltnp 'sport = :PORT'` names it) or choose another port "
-                "(gpu_preflight_port and the service's port)",
+                f"{req.get('service_user') or '(none given)'} "
+                f"({'no such user yet' if own is None else f'uid {own}'})",
+                f"stop what listens there (`ss -ltnp 'sport = :{port.get('port')}'` names it) or choose "
+                "another port (llm_api_port in the deploy playbooks; gpu_preflight_port and the service's "
+                "port where the roles are used alone)",
             )
         )
     soft = (facts.get("nofile") or {}).get("soft")

@@ -22,6 +22,7 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/v033-out}
 RUN=/tmp/v033
+WORK=/tmp/v033-src
 SRC=/srv/llm-src
 OVL=/opt/torch214
 IMG_SP=/opt/torch/.venv/lib/python3.12/site-packages
@@ -36,7 +37,10 @@ case ${1:-} in
   bg)
     shift
     rm -f "$RUN/done"
-    setsid nohup bash "$0" "$@" >"$RUN/run.log" 2>&1 </dev/null &
+    # The run works from a copy: every device call replaces the carried tree, and a later `wait` call did so
+    # under the first run's feet (2026-12-07: each step after the first deploy failed at once, rc 5).
+    rm -rf "$WORK" && cp -a "$PWD" "$WORK" || exit 1
+    (cd "$WORK" && setsid nohup bash tests/gpu/deploy_v033_on_gpu.sh "$@" >"$RUN/run.log" 2>&1 </dev/null &)
     set -- wait ;;
 esac
 if [ "${1:-}" = wait ]; then
@@ -52,6 +56,8 @@ fi
 
 export PYTHONPATH=/tmp/ans ANSIBLE_CONFIG="$PWD/ansible.cfg" ANSIBLE_HOME=/tmp/ans-home ANSIBLE_FORCE_COLOR=0 \
   ANSIBLE_COLLECTIONS_PATH="$PWD/.collections:/tmp/ans-col" PYTHONUNBUFFERED=1
+# The collection is this tree (every run: a copy made by `bg` has its own link).
+mkdir -p .collections/ansible_collections/llmdeploy && ln -sfn "$PWD" .collections/ansible_collections/llmdeploy/llm
 status() { echo "$(date -u +%H:%M:%S) $*" | tee -a "$RUN/status.txt"; }
 playbook() { python3 -c 'import sys; from ansible.cli.playbook import main; sys.argv[0] = "ansible-playbook"; main()' "$@"; }
 deploy() {
@@ -70,6 +76,9 @@ deploy() {
     cp "$report" "$RUN/serve_verify_$name.json"
     cp "${report%.json}.md" "$RUN/serve_verify_$name.md"
   fi
+  # 0 and 2 (a host failed) are verdicts; anything else (1, 4, 5, 250) means the run itself broke: stop, so
+  # that no later step (the SGLang steps stop the vLLM service) acts on a state this step never reached.
+  if [ $rc != 0 ] && [ $rc != 2 ]; then status "stopping: $name ended rc=$rc"; collect_logs; touch "$RUN/done"; exit $rc; fi
   return $rc
 }
 sglang_deploy() {  # sglang_deploy NAME PORT
@@ -95,7 +104,6 @@ for step in "$@"; do
         $(ls .stage/gpu-tools/wheels/*.whl | grep -v /supervisor-) || exit 1
       mkdir -p /tmp/ans-col /tmp/gpu-tools && tar xzf .stage/gpu-tools/collections.tgz -C /tmp/ans-col
       cp -r .stage/gpu-tools/wheels /tmp/gpu-tools/
-      mkdir -p .collections/ansible_collections/llmdeploy && ln -sfn "$PWD" .collections/ansible_collections/llmdeploy/llm
       if [ ! -d /tmp/st3/w ]; then
         (cd /tmp/st3 && cat piece.* >w.tar && rm piece.* && echo "$(cat "$OLDPWD/.stage/v033.sha256")  w.tar" | sha256sum -c - \
           && tar xf w.tar && rm w.tar) || { status "setup: the pieces do not assemble ($(ls /tmp/st3 | tr '\n' ' '))"; exit 1; }
