@@ -290,10 +290,15 @@ def _tool_check(mode: str, rec: Mapping[str, Any] | None, parser: str) -> dict[s
     except ValueError:
         args = None
     ok = fn.get("name") == TOOL_NAME and isinstance(args, dict) and all(k in args for k in TOOL_REQUIRED_ARGS)
+    detail = f"{fn.get('name')}({str(fn.get('arguments'))[:120]})"
+    if not ok:
+        # The engine parsed the call from text the reply may still carry: shown, since the parsed call alone
+        # does not tell a grammar that was not applied from a model that wrote the wrong thing inside it.
+        detail += f"; content {(msg.get('content') or '')[:120]!r}; reasoning {_reasoning(msg)[:120]!r}"
     return _check(
         name,
         ok,
-        f"{fn.get('name')}({str(fn.get('arguments'))[:120]})",
+        detail,
         HINT_TOOL_FORMAT.format(parser=parser)
         + f" Expected {TOOL_NAME} with a JSON object holding {', '.join(TOOL_REQUIRED_ARGS)}.",
     )

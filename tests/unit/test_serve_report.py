@@ -273,6 +273,16 @@ def test_tool_call_arguments_must_be_a_json_object_with_the_required_keys() -> N
     assert "tool parser 'hermes' may not match" in checks["tool_call_named"]["hint"]
 
 
+def test_a_failed_tool_call_shows_what_the_reply_carried_beside_it() -> None:
+    # SGLang 0.5.17 on the GPU (2026-12-07) parsed the constrained reply into arguments '", "': the text and
+    # reasoning the reply kept are what tells a grammar that was not applied from a model that erred in it.
+    tools = {"required": _tool('", "'), "named": _tool('{"city": "Paris"}')}
+    checks = _checks(sr.serve_verify_report(_obs(tools=tools), SETTINGS))
+    failed = checks["tool_call_required"]
+    assert failed["detail"] == "get_weather(\", \"); content ''; reasoning 'I should call get_weather.'"
+    assert checks["tool_call_named"]["detail"] == 'get_weather({"city": "Paris"})'
+
+
 def test_no_tool_call_at_all() -> None:
     tools = {"required": _chat("I cannot call tools"), "named": _tool("{}", name="other")}
     checks = _checks(sr.serve_verify_report(_obs(tools=tools), SETTINGS))
