@@ -9,28 +9,17 @@ service was stopped rather than left answering.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-import yaml
+from _gpu_runs import ROOT, card_gib, plan, vllm_log_records
+from _gpu_runs import recap as _recap
 
-ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "tests" / "fixtures" / "h100x1_v033_again_sglang"
-CLI = ROOT / "bin" / "llm-plan"
-
-_spec = importlib.util.spec_from_file_location("vllm_log_records", ROOT / "tests/gpu/vllm_log_records.py")
-vllm_log_records = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(vllm_log_records)
 
 
 def recap(name: str) -> dict[str, int]:
-    log = (RUN / f"deploy_{name}.log").read_text()
-    line = log.split("PLAY RECAP", 1)[1].splitlines()[1]
-    return {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", line)}
+    return _recap((RUN / f"deploy_{name}.log").read_text())
 
 
 def report(name: str) -> dict:
@@ -59,17 +48,12 @@ def test_the_re_run_changed_nothing_and_verified_quickly() -> None:
         assert checks("again")[name]["passed"] is True, name
 
 
-def test_the_planner_against_the_second_engine_start(tmp_path: Path) -> None:
+def test_the_planner_against_the_second_engine_start(tmp_path) -> None:
     start = vllm_log_records.parse_log((RUN / "engine_chat.log").read_text())
-    entry = yaml.safe_load((ROOT / "catalog/models/tiny_test.yml").read_text())["llm_model"]
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps(entry["hf_config"] | {"torch_dtype": "bfloat16"}))
-    card = yaml.safe_load((ROOT / "catalog/hardware/h100_x1.yml").read_text())["llm_hardware"]
-    args = ["--model-config", str(config), "--gpu-memory-gib", str(card["gpu_memory_gib"])]
-    args += ["--tensor-parallel-size", "1", "--gpu-memory-utilization", "0.9", "--max-model-len", "256"]
-    args += ["--vllm-version", "0.33.0", "--json", "--kv-cache-memory-gib", str(start["kv_cache_gib"])]
-    out = subprocess.run([sys.executable, str(CLI), *args], capture_output=True, text=True, check=True)
-    err = json.loads(out.stdout)["kv_cache_tokens"] / start["kv_cache_tokens"] - 1
+    planned = plan(
+        tmp_path, "tiny_test", card_gib("h100_x1"), "0.33.0", 256, kv_cache_memory_gib=start["kv_cache_gib"]
+    )
+    err = planned["kv_cache_tokens"] / start["kv_cache_tokens"] - 1
     assert abs(err) <= 0.005, f"tokens off by {err:+.3%}"
 
 

@@ -8,22 +8,13 @@ from the logged weights within 3 %.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import re
-import subprocess
-import sys
 from pathlib import Path
 
-import yaml
+from _gpu_runs import ROOT, card_gib, recap, vllm_log_records
+from _gpu_runs import plan as _plan
 
-ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "tests" / "fixtures" / "h100x1_v033_deploy"
-CLI = ROOT / "bin" / "llm-plan"
-
-_spec = importlib.util.spec_from_file_location("vllm_log_records", ROOT / "tests/gpu/vllm_log_records.py")
-vllm_log_records = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(vllm_log_records)
 
 
 def logged() -> dict:
@@ -31,24 +22,13 @@ def logged() -> dict:
 
 
 def plan(tmp: Path, **given: float) -> dict:
-    entry = yaml.safe_load((ROOT / "catalog/models/tiny_test.yml").read_text())["llm_model"]
-    config = tmp / "config.json"
-    config.write_text(json.dumps(entry["hf_config"] | {"torch_dtype": "bfloat16"}))
-    card = yaml.safe_load((ROOT / "catalog/hardware/h100_x1.yml").read_text())["llm_hardware"]
-    args = ["--model-config", str(config), "--gpu-memory-gib", str(card["gpu_memory_gib"])]
-    args += ["--tensor-parallel-size", "1", "--gpu-memory-utilization", "0.9", "--max-model-len", "256"]
-    args += ["--vllm-version", "0.33.0", "--json"]
-    for key, value in given.items():
-        args += ["--" + key.replace("_", "-"), str(value)]
-    out = subprocess.run([sys.executable, str(CLI), *args], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)
+    return _plan(tmp, "tiny_test", card_gib("h100_x1"), "0.33.0", 256, **given)
 
 
 def test_the_bare_machine_deploy_passed_on_vllm_0_33() -> None:
-    log = (RUN / "deploy_chat.log").read_text()
-    recap = dict(re.findall(r"(\w+)=(\d+)", log.split("PLAY RECAP", 1)[1].splitlines()[1]))
-    assert recap["failed"] == "0" and recap["unreachable"] == "0"
-    assert int(recap["changed"]) > 0  # a bare machine: the venv, the weights and the service were made
+    counts = recap((RUN / "deploy_chat.log").read_text())
+    assert counts["failed"] == 0 and counts["unreachable"] == 0
+    assert counts["changed"] > 0  # a bare machine: the venv, the weights and the service were made
     assert "NVIDIA H100 80GB HBM3" in (RUN / "gpu.txt").read_text()
     assert logged()["vllm_version"] == "0.33.0"
 

@@ -8,24 +8,16 @@ planner is held to the same bar as the other recorded logs: the token count from
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from _gpu_runs import ROOT, recap, vllm_log_records
+from _gpu_runs import plan as _plan
 
-ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "tests" / "fixtures" / "h200x1_deploy"
-CLI = ROOT / "bin" / "llm-plan"
 H200_GIB = 139.8  # catalog/hardware/h200_x1.yml, torch's figure for the card
-
-_spec = importlib.util.spec_from_file_location("vllm_log_records", ROOT / "tests/gpu/vllm_log_records.py")
-vllm_log_records = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(vllm_log_records)
 
 
 def engine_starts(log: str) -> list[dict]:
@@ -39,23 +31,8 @@ def engine_starts(log: str) -> list[dict]:
     return starts
 
 
-def recap(log: str) -> dict[str, int]:
-    line = log.split("PLAY RECAP", 1)[1].splitlines()[1]
-    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line)}
-
-
 def plan(tmp: Path, model: str, max_model_len: int, **given: float) -> dict:
-    entry = yaml.safe_load((ROOT / "catalog" / "models" / f"{model}.yml").read_text())["llm_model"]
-    # The deploy serves the float32 tiny chat checkpoint in bfloat16 (catalog engine_args dtype).
-    path = tmp / f"{model}-config.json"
-    path.write_text(json.dumps(entry["hf_config"] | {"torch_dtype": "bfloat16"}))
-    args = ["--model-config", str(path), "--gpu-memory-gib", str(H200_GIB), "--tensor-parallel-size", "1"]
-    args += ["--gpu-memory-utilization", "0.9", "--max-model-len", str(max_model_len)]
-    args += ["--vllm-version", "0.22.0", "--json"]
-    for key, value in given.items():
-        args += ["--" + key.replace("_", "-"), str(value)]
-    out = subprocess.run([sys.executable, str(CLI), *args], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)
+    return _plan(tmp, model, H200_GIB, "0.22.0", max_model_len, **given)
 
 
 CHAT_STARTS = engine_starts((RUN / "engine_chat.log").read_text())

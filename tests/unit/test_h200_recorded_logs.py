@@ -11,13 +11,13 @@ within 0.5 %; given the logged weights (--weights-gib-per-gpu) the available KV 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
 import subprocess
 import sys
 
 import pytest
+from _gpu_runs import vllm_log_records
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "vllm_logs_h200.jsonl"
@@ -25,10 +25,6 @@ CLI = ROOT / "bin" / "llm-plan"
 TOKEN_TOLERANCE = 0.005
 KV_MEMORY_TOLERANCE = 0.03
 
-_PARSER = ROOT / "tests" / "gpu" / "vllm_log_records.py"
-_spec = importlib.util.spec_from_file_location("vllm_log_records", _PARSER)
-vllm_log_records = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(vllm_log_records)
 
 RECORDS = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
 IDS = [r["id"] for r in RECORDS]
