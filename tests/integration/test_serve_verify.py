@@ -9,11 +9,12 @@ the models (.cache/serve_verify/, keyed by the trainer's and the probes' hash) a
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from tiny_vllm import API_KEY, planned_kv_tokens, role_vars, run_role, tiny_models, vllm_server
+from tiny_vllm import API_KEY, VLLM_PY, planned_kv_tokens, role_vars, run_role, tiny_models, vllm_server
 
 pytestmark = pytest.mark.slow
 
@@ -127,3 +128,29 @@ def test_trained_model_passes_and_reports(models: dict[str, Path], tmp_path: Pat
     assert wrong.returncode != 0
     assert "'tiny-chat'" not in wrong.stdout or "is not served" in wrong.stdout
     assert "'other-name' is not served: set --served-model-name other-name" in wrong.stdout
+
+
+@pytest.mark.parametrize("kind", ["trained", "random"])
+def test_sglangs_hermes_tool_tag_gets_an_arguments_object_only_from_the_trained_model(
+    models: dict[str, Path], kind: str
+) -> None:
+    """SGLang 0.5.17 constrains tool_choice required/named with hermes to its own structural tag (any JSON
+    value after '"arguments":'); on the 2026-12-07 GPU run the model wrote the string ", " there. Decoded
+    here with xgrammar, SGLang's grammar engine: the trained model writes the object, random weights not."""
+    checker = Path(__file__).resolve().parents[1] / "models" / "check_sglang_tool_form.py"
+    res = subprocess.run(
+        [str(VLLM_PY), str(checker), str(models[kind])],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode in (0, 1), res.stderr[-2000:]
+    result = json.loads(res.stdout)
+    if kind == "trained":
+        assert res.returncode == 0, result
+        assert result["call"] == {"name": "get_weather", "arguments": {"city": "Paris"}}
+        assert result["reasoning"].startswith("<think>")
+    else:
+        assert res.returncode == 1, result
+        assert not result["ok"]

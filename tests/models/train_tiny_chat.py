@@ -75,6 +75,14 @@ def examples(probes: list[dict]) -> list[tuple[str, str]]:
     pairs += [(think_call + ws, call_list) for ws in (" ", "\n", "\t", "\r")]
     # The vocabulary has a '[{"' token, which the grammar allows first as well: taught to go on from it.
     pairs += [(prefix + '[{"', call_list[3:]) for prefix in (tools_prompt, think_call)]
+    # SGLang 0.5.17 with --tool-call-parser hermes takes neither form: the hermes detector supports a
+    # structural tag, so "required"/named forces its begin '<tool_call>{"name":"' + name + '", "arguments":',
+    # then any JSON value (the schema only under strict), then '}</tool_call>', after </think>. Taught as a
+    # second right continuation of '<tool_call>' (on the GPU on 2026-12-07 the model wrote the JSON string
+    # ", " where the arguments object goes; tests/models/check_sglang_tool_form.py decodes as SGLang does).
+    # The forms above teach '": ' after '{"name' a dozen times: repeated so the tiny model learns this one.
+    sglang_call = '<tool_call>{"name":"get_weather", "arguments":{"city": "Paris"}}</tool_call><|end|>'
+    pairs += [(think_call, sglang_call)] * 4
     return pairs
 
 
