@@ -77,7 +77,7 @@ def generate(model_dir: Path) -> dict:
             break
         out.append(token)
     text = tok.decode(out, skip_special_tokens=False)
-    reasoning, _, answer = text.rpartition(THINK_END)
+    reasoning, _sep, answer = text.rpartition(THINK_END)
     found = re.search(r"<tool_call>(.*?)</tool_call>", answer, re.DOTALL)
     call = None
     if found:
