@@ -26,17 +26,10 @@ except ImportError:
 
 GIB = 1024**3
 ENGINES = ("vllm", "sglang")
-KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8")
-# The layout inputs a caller may fix; None takes the recommendation's value.
-OVERRIDE_KEYS = (
-    "tensor_parallel_size",
-    "pipeline_parallel_size",
-    "data_parallel_size",
-    "enable_expert_parallel",
-    "decode_context_parallel_size",
-    "gpu_memory_utilization",
-    "max_model_len",
-)
+KV_CACHE_DTYPES = _report._KV_DTYPES
+# The layout inputs a caller may fix (llm_plan_layout's keys but the KV dtype, which is planned per row);
+# None takes the recommendation's value.
+OVERRIDE_KEYS = tuple(key for key in _report._LAYOUT_KEYS if key != "kv_cache_dtype")
 # vLLM's KV dtype names -> SGLang's.
 _SGLANG_KV = {"fp8": "fp8_e4m3", "float16": "bfloat16"}
 # A model without max_position_embeddings is not limited by it.
@@ -149,9 +142,9 @@ def _sglang(
     mem_fraction_static: Any,
 ) -> dict[str, Any]:
     try:  # imported here: ansible-test's import sanity loads module_utils without the package's submodules
-        from .llm_capacity.sglang import sglang_kv_pool
+        from .llm_capacity.sglang import sglang_kv_pool  # noqa: PLC0415  (see above)
     except ImportError:
-        from llm_capacity.sglang import sglang_kv_pool  # type: ignore[no-redef]
+        from llm_capacity.sglang import sglang_kv_pool  # type: ignore[no-redef]  # noqa: PLC0415
     kv = str(result["kv_cache_dtype"])
     return sglang_kv_pool(
         dict(model["hf_config"]),
