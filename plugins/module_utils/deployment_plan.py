@@ -19,10 +19,12 @@ try:  # the collection's module_utils package, or the directory itself on sys.pa
     from . import llm_capacity as _capacity
     from . import llm_plan_report as _report
     from . import model_entry as _entry
+    from .llm_capacity.sglang import sglang_kv_pool
 except ImportError:
     import llm_capacity as _capacity  # type: ignore[no-redef]
     import llm_plan_report as _report  # type: ignore[no-redef]
     import model_entry as _entry  # type: ignore[no-redef]
+    from llm_capacity.sglang import sglang_kv_pool  # type: ignore[no-redef]
 
 GIB = 1024**3
 ENGINES = ("vllm", "sglang")
@@ -141,10 +143,6 @@ def _sglang(
     interconnect: str,
     mem_fraction_static: Any,
 ) -> dict[str, Any]:
-    try:  # imported here: ansible-test's import sanity loads module_utils without the package's submodules
-        from .llm_capacity.sglang import sglang_kv_pool  # noqa: PLC0415  (see above)
-    except ImportError:
-        from llm_capacity.sglang import sglang_kv_pool  # type: ignore[no-redef]  # noqa: PLC0415
     kv = str(result["kv_cache_dtype"])
     return sglang_kv_pool(
         dict(model["hf_config"]),
